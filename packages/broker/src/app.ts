@@ -1,0 +1,89 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { QueenError, type AccessLevel } from '@queen-mq/protocol';
+import { ackRoutes } from './ack.js';
+import type { BrokerContext } from './context.js';
+import { groupRoutes } from './groups.js';
+import { leaseRoutes } from './lease.js';
+import { opsRoutes } from './ops.js';
+import { popRoutes } from './pop.js';
+import { pushRoutes } from './push.js';
+import { queueRoutes } from './queues.js';
+
+/** Who is calling: set by the auth hook; null subject when auth is off. */
+export interface Principal {
+  level: AccessLevel;
+  subject: string | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+  interface FastifyContextConfig {
+    level?: AccessLevel;
+  }
+}
+
+/** A broker feature: registers its routes (and hooks) on the app. */
+export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
+
+export const coreRoutes: BrokerPlugin[] = [opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes];
+
+/**
+ * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2
+ * (route → auth → size → JSON → schema → handler), CORS, and the error
+ * catalogue mapping. Features arrive as plugins so the KV can be composed in
+ * by apps/broker without the broker importing it.
+ */
+export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = []): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: ctx.log as unknown as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: ctx.config.maxBodyBytes,
+    routerOptions: { ignoreTrailingSlash: true },
+    return503OnClosing: false,
+  });
+
+  // Content-Type is not enforced: every body is read as JSON; empty means {}.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, {});
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(new QueenError('INVALID_JSON', 'Request body is not valid JSON'), undefined);
+    }
+  });
+
+  app.addHook('onRequest', async (_req, reply) => {
+    reply.header('Access-Control-Allow-Origin', '*');
+  });
+  app.options('*', async (_req, reply) => {
+    reply
+      .header('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS')
+      .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
+      .code(204)
+      .send();
+  });
+
+  app.setNotFoundHandler(async (req, reply) => {
+    reply.code(404).send(new QueenError('ROUTE_NOT_FOUND', `No route for ${req.method} ${req.url.split('?')[0]}`).toBody());
+  });
+
+  app.setErrorHandler(async (err, req, reply) => {
+    const error = ctx.db.translate(err);
+    if (error instanceof QueenError) return reply.code(error.status).send(error.toBody());
+    const e = err as { code?: string; statusCode?: number; message?: string };
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send(new QueenError('PAYLOAD_TOO_LARGE').toBody());
+    if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
+      // A malformed request fastify itself rejected (bad encoding, bad URL): the client's fault, never a 500.
+      return reply.code(400).send(new QueenError('VALIDATION_FAILED', e.message ?? 'Bad request').toBody());
+    }
+    req.log.error({ err }, 'unhandled error');
+    return reply.code(500).send(new QueenError('INTERNAL_ERROR').toBody());
+  });
+
+  for (const plugin of [...coreRoutes, ...plugins]) await plugin(app, ctx);
+  return app;
+}

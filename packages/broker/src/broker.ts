@@ -1,0 +1,98 @@
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { buildApp, type BrokerPlugin } from './app.js';
+import { readConfig, type BrokerConfig } from './config.js';
+import type { BrokerContext } from './context.js';
+import { Database } from './database.js';
+import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres.js';
+import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from './migrate.js';
+import { PushNotifier } from './notifier.js';
+import { PartitionDirectory } from './partitions.js';
+
+export const VERSION = '0.1.0';
+
+export interface BrokerOptions {
+  config?: Partial<BrokerConfig>;
+  logger?: Logger;
+  /** Extra features (the KV, ...) and the migrations they own. */
+  plugins?: BrokerPlugin[];
+  migrations?: MigrationSource[];
+  /** Where the embedded PostgreSQL keeps its data when no databaseUrl is set. */
+  embeddedDataDir?: string;
+  /** Background services (retention, timers) started with the broker. */
+  services?: ((ctx: BrokerContext) => { stop(): Promise<void> | void })[];
+}
+
+export interface RunningBroker {
+  app: FastifyInstance;
+  ctx: BrokerContext;
+  /** http://host:port the broker listens on. */
+  url: string;
+  databaseUrl: string;
+  embedded?: EmbeddedPostgresHandle;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts one broker process: PostgreSQL (the configured one, or an embedded
+ * one), migrations under an advisory lock, the LISTEN connection, the HTTP
+ * app and the background services. `close()` stops them in reverse order.
+ */
+export async function startBroker(options: BrokerOptions = {}): Promise<RunningBroker> {
+  const config: BrokerConfig = { ...readConfig(), ...options.config };
+  const log = options.logger ?? pino({ level: config.logLevel });
+
+  let embedded: EmbeddedPostgresHandle | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    const dataDir = resolve(options.embeddedDataDir ?? '.queen/pg');
+    await mkdir(resolve(dataDir, '..'), { recursive: true });
+    log.info({ dataDir }, 'DATABASE_URL not set: starting embedded PostgreSQL');
+    embedded = await startEmbeddedPostgres({ dataDir, port: Number(process.env.QUEEN_EMBEDDED_PG_PORT ?? 0) || undefined });
+    databaseUrl = embedded.url;
+  }
+
+  const db = new Database(databaseUrl, config);
+  const sources = [brokerMigrations, ...(options.migrations ?? [])];
+  const applied = await migrate(db.pool, sources);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+  db.connected = true;
+
+  const notifier = new PushNotifier(databaseUrl, log);
+  await notifier.start();
+
+  const shutdown = new AbortController();
+  const ctx: BrokerContext = {
+    config,
+    db,
+    notifier,
+    partitions: new PartitionDirectory(db),
+    log,
+    shutdown: shutdown.signal,
+    expectedSchemaVersion: await expectedVersion(brokerMigrations),
+    startedAt: Date.now(),
+    version: VERSION,
+  };
+  const app = await buildApp(ctx, options.plugins);
+  await app.listen({ port: config.port, host: config.host });
+  const address = app.server.address() as { port: number };
+  const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+  const url = `http://${host}:${address.port}`;
+  const services = (options.services ?? []).map((start) => start(ctx));
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      shutdown.abort();
+      notifier.wakeAll();
+      for (const s of services) await s.stop();
+      await app.close();
+      await notifier.close();
+      await db.close();
+      await embedded?.stop();
+    })());
+
+  return { app, ctx, url, databaseUrl, embedded, close };
+}

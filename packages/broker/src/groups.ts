@@ -1,0 +1,29 @@
+import type { FastifyInstance } from 'fastify';
+import { QueenError, routes } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+export function groupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, routes.groupGet, async ({ params, query }) => {
+    const { rows: partitions } = await ctx.db.query(
+      `select p.queue_name as queue, p.name as partition, p.id as "partitionId", c.cursor_offset::text as cursor,
+              p.first_offset::text as "firstOffset", p.head_offset::text as "headOffset",
+              greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0)::int as lag,
+              (c.lease_id is not null and c.lease_expires_at > now()) as leased,
+              case when c.lease_expires_at > now() then queen.iso(c.lease_expires_at) end as "leaseExpiresAt",
+              queen.iso(c.last_consumed_at) as "lastConsumedAt"
+         from queen.cursors c join queen.partitions p on p.id = c.partition_id
+        where c.consumer_group = $1 and ($2::text is null or p.queue_name = $2)
+        order by p.queue_name, p.name`,
+      [params.group, query.queue ?? null],
+    );
+    const { rows: subscriptions } = await ctx.db.query(
+      `select q.name as queue, s.mode, queen.iso(s.start_at) as timestamp
+         from queen.subscriptions s join queen.queues q on q.id = s.queue_id
+        where s.consumer_group = $1 and ($2::text is null or q.name = $2) order by q.name`,
+      [params.group, query.queue ?? null],
+    );
+    if (partitions.length === 0) throw new QueenError('CONSUMER_GROUP_NOT_FOUND', `Consumer group ${params.group} not found`);
+    return { name: params.group, partitions, subscriptions };
+  });
+}

@@ -1,0 +1,12 @@
+export { startBroker, VERSION, type BrokerOptions, type RunningBroker } from './broker.js';
+export { buildApp, coreRoutes, type BrokerPlugin, type Principal } from './app.js';
+export { readConfig, type BrokerConfig } from './config.js';
+export type { BrokerContext } from './context.js';
+export { Database } from './database.js';
+export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './embedded-postgres.js';
+export { migrate, brokerMigrations, expectedVersion, type MigrationSource } from './migrate.js';
+export { registerRoute, type Input } from './http.js';
+export { routeCatalogue } from './ops.js';
+export { pushItems } from './push.js';
+export { ackItems } from './ack.js';
+export { popOnce } from './pop.js';

@@ -1,0 +1,71 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+
+/** A package's numbered SQL files (`001_name.sql`), applied in order. */
+export interface MigrationSource {
+  owner: string;
+  dir: string;
+}
+
+export const brokerMigrations: MigrationSource = {
+  owner: 'broker',
+  dir: fileURLToPath(new URL('../migrations', import.meta.url)),
+};
+
+const LOCK_KEY = 7_163_265_001; // advisory lock: one migrator at a time across brokers
+
+async function files(source: MigrationSource): Promise<{ number: number; name: string; path: string }[]> {
+  const names = (await readdir(source.dir)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
+  return names.map((name) => ({ number: Number.parseInt(name, 10), name, path: join(source.dir, name) }));
+}
+
+/** Highest migration number a source ships: what `/ready` expects to find. */
+export async function expectedVersion(source: MigrationSource): Promise<number> {
+  const list = await files(source);
+  return list.length ? list[list.length - 1]!.number : 0;
+}
+
+/**
+ * Applies every unapplied migration of each source, in order, each in its own
+ * transaction, under a session advisory lock so concurrent brokers starting on
+ * one database do not race. Answers the names applied.
+ */
+export async function migrate(pool: pg.Pool, sources: MigrationSource[]): Promise<string[]> {
+  const client = await pool.connect();
+  const applied: string[] = [];
+  try {
+    await client.query('select pg_advisory_lock($1)', [LOCK_KEY]);
+    await client.query(`create schema if not exists queen;
+      create table if not exists queen.migrations (owner text not null, name text not null,
+        applied_at timestamptz not null default now(), primary key (owner, name));
+      create table if not exists queen.schema_version (owner text primary key, version int not null)`);
+    for (const source of sources) {
+      const done = new Set((await client.query<{ name: string }>('select name from queen.migrations where owner = $1', [source.owner])).rows.map((r) => r.name));
+      for (const file of await files(source)) {
+        if (done.has(file.name)) continue;
+        const sql = await readFile(file.path, 'utf8');
+        try {
+          await client.query('begin');
+          await client.query(sql);
+          await client.query('insert into queen.migrations (owner, name) values ($1, $2)', [source.owner, file.name]);
+          await client.query(
+            `insert into queen.schema_version (owner, version) values ($1, $2)
+             on conflict (owner) do update set version = greatest(queen.schema_version.version, excluded.version)`,
+            [source.owner, file.number],
+          );
+          await client.query('commit');
+          applied.push(`${source.owner}/${file.name}`);
+        } catch (err) {
+          await client.query('rollback').catch(() => undefined);
+          throw new Error(`migration ${source.owner}/${file.name} failed: ${(err as Error).message}`, { cause: err });
+        }
+      }
+    }
+  } finally {
+    await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);
+    client.release();
+  }
+  return applied;
+}

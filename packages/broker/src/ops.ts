@@ -1,0 +1,36 @@
+import type { FastifyInstance } from 'fastify';
+import { buildOpenApi, routes, type RouteSpec } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+/** Every route any composed plugin registered, for /openapi.json. */
+export const routeCatalogue: Record<string, RouteSpec> = { ...routes };
+
+export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, routes.health, async () => ({
+    status: 'healthy' as const,
+    database: ctx.db.connected ? ('connected' as const) : ('disconnected' as const),
+    version: ctx.version,
+    uptimeSeconds: Math.round((Date.now() - ctx.startedAt) / 1000),
+  }));
+
+  registerRoute(app, routes.ready, async ({ reply }) => {
+    let schemaVersion: number | null = null;
+    let connected = false;
+    try {
+      const { rows } = await ctx.db.query<{ version: number }>(
+        `select version from queen.schema_version where owner = 'broker'`,
+      );
+      connected = true;
+      schemaVersion = rows[0]?.version ?? null;
+    } catch {
+      connected = false;
+    }
+    const ready = connected && schemaVersion === ctx.expectedSchemaVersion;
+    const body = { ready, database: connected ? 'connected' : 'disconnected', schemaVersion, expectedSchemaVersion: ctx.expectedSchemaVersion };
+    if (!ready) return reply.code(503).send({ ...body, error: 'Not ready', code: 'NOT_READY' });
+    return body;
+  });
+
+  registerRoute(app, routes.openapi, async () => buildOpenApi(routeCatalogue, { title: 'Queen', version: ctx.version }));
+}

@@ -1,0 +1,56 @@
+import type { Database } from './database.js';
+
+export interface PartitionRef {
+  queueName: string;
+  partitionName: string;
+  partitionId: string;
+  queueId: string;
+}
+
+const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;
+
+/**
+ * Queue/partition ids by name. Missing ones are created by
+ * queen.ensure_partitions_v1, committed on their own before the main
+ * transaction (PROTOCOL §4). Ids are cached: a push that finds its partition
+ * deleted under it (another broker deleted the queue) forgets the cache and
+ * retries once.
+ */
+export class PartitionDirectory {
+  private readonly cache = new Map<string, PartitionRef>();
+
+  constructor(private readonly db: Database) {}
+
+  async ensure(targets: { queue: string; partition: string }[]): Promise<Map<string, PartitionRef>> {
+    const out = new Map<string, PartitionRef>();
+    const missing: { queue: string; partition: string }[] = [];
+    for (const t of targets) {
+      const hit = this.cache.get(key(t.queue, t.partition));
+      if (hit) out.set(key(t.queue, t.partition), hit);
+      else missing.push(t);
+    }
+    if (missing.length) {
+      const { rows } = await this.db.query<{ queue_name: string; partition_name: string; partition_id: string; queue_id: string }>(
+        'select * from queen.ensure_partitions_v1($1::jsonb)',
+        [JSON.stringify(missing)],
+      );
+      for (const r of rows) {
+        const ref = { queueName: r.queue_name, partitionName: r.partition_name, partitionId: r.partition_id, queueId: r.queue_id };
+        this.cache.set(key(r.queue_name, r.partition_name), ref);
+        out.set(key(r.queue_name, r.partition_name), ref);
+      }
+    }
+    return out;
+  }
+
+  get(map: Map<string, PartitionRef>, queue: string, partition: string): PartitionRef {
+    const ref = map.get(key(queue, partition));
+    if (!ref) throw new Error(`partition ${queue}/${partition} was not created`);
+    return ref;
+  }
+
+  forget(queue?: string): void {
+    if (queue === undefined) return this.cache.clear();
+    for (const [k, v] of this.cache) if (v.queueName === queue) this.cache.delete(k);
+  }
+}

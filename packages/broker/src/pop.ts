@@ -1,0 +1,120 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { popQuery, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+interface PopRow {
+  partition_id: string;
+  partition_name: string;
+  msg_offset: string;
+  id: string;
+  transaction_id: string;
+  trace_id: string | null;
+  payload: unknown;
+  encrypted: Buffer | null;
+  producer_sub: string | null;
+  created_at: string;
+  retry_count: number;
+}
+
+export type PopOutcome = { kind: 'messages'; body: PopResponse } | { kind: 'empty' } | { kind: 'paused' };
+
+/** Decrypts payloads of queues with encryptionEnabled; identity until the encryption module is composed in. */
+export type PayloadReader = (row: { payload: unknown; encrypted: Buffer | null }) => unknown;
+let readPayload: PayloadReader = (row) => row.payload;
+export function setPayloadReader(reader: PayloadReader): void {
+  readPayload = reader;
+}
+
+function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
+  if (q.subscriptionFrom && q.subscriptionFrom !== 'now') return { mode: 'timestamp', start: q.subscriptionFrom };
+  if (q.subscriptionFrom === 'now' || q.subscriptionMode === 'new') return { mode: 'new', start: 'now' };
+  if (q.subscriptionMode === 'all') return { mode: 'all', start: null };
+  return ctx.config.defaultSubscriptionMode === 'new' ? { mode: 'new', start: 'now' } : { mode: 'all', start: null };
+}
+
+/** One claim attempt: no waiting. */
+export async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
+  const { rows: found } = await ctx.db.query<{ queue_id: string | null; partition_id: string | null; paused: boolean }>(
+    `select q.id as queue_id, p.id as partition_id,
+            coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
+       from (select 1) one
+       left join queen.queues q on q.name = $1
+       left join queen.partitions p on p.queue_id = q.id and p.name = $2`,
+    [queue, partition],
+  );
+  const target = found[0]!;
+  if (target.paused) return { kind: 'paused' };
+  if (!target.queue_id || (partition !== null && !target.partition_id)) return { kind: 'empty' };
+
+  const leaseId = randomUUID();
+  const sub = subscriptionStart(ctx, q);
+  const { rows } = await ctx.db.query<PopRow>(
+    `select * from queen.log_pop_v1($1, $2, $3, $4, $5, $6, $7, $8, case when $9::text = 'now' then now() else $9::timestamptz end)`,
+    [target.queue_id, target.partition_id, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
+  );
+  if (rows.length === 0) return { kind: 'empty' };
+
+  const wireLease = q.autoAck ? '' : leaseId;
+  const messages: PoppedMessage[] = rows.map((r) => ({
+    id: r.id,
+    transactionId: r.transaction_id,
+    traceId: r.trace_id,
+    data: readPayload(r),
+    producerSub: r.producer_sub,
+    createdAt: r.created_at,
+    partitionId: r.partition_id,
+    partition: r.partition_name,
+    queue,
+    leaseId: wireLease,
+    consumerGroup: q.consumerGroup,
+    offset: r.msg_offset,
+    retryCount: r.retry_count,
+  }));
+  const first = rows[0]!;
+  return {
+    kind: 'messages',
+    body: {
+      success: true,
+      queue,
+      partition: first.partition_name,
+      partitionId: first.partition_id,
+      leaseId: wireLease,
+      consumerGroup: q.consumerGroup,
+      partitionsClaimed: new Set(rows.map((r) => r.partition_id)).size,
+      messages,
+    },
+  };
+}
+
+/**
+ * Pop with optional long-poll (PROTOCOL §3.8): parked until a message can be
+ * delivered or the timeout passes; woken by pushes (in-process and NOTIFY)
+ * and re-checked at least every second. A client disconnect abandons the wait
+ * without claiming anything; shutdown answers 204.
+ */
+export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  const limits = { maxBatch: ctx.config.maxPopBatch, maxTimeoutMs: ctx.config.maxPopTimeoutMs };
+  const query = popQuery(limits);
+  const handler = async ({ params, query: q, request, reply }: { params: { queue: string; partition?: string }; query: PopQuery; request: any; reply: any }) => {
+    const deadline = Date.now() + (q.wait ? q.timeout : 0);
+    const gone = new AbortController();
+    request.raw.once('close', () => gone.abort());
+    reply.raw.once('close', () => gone.abort());
+    for (;;) {
+      const outcome = await popOnce(ctx, params.queue, params.partition ?? null, q);
+      if (outcome.kind === 'messages') return outcome.body;
+      if (outcome.kind === 'paused') {
+        reply.header('X-Queen-Pop-Paused', 'true');
+        return reply.code(204).send();
+      }
+      const left = deadline - Date.now();
+      if (!q.wait || left <= 0 || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
+      await ctx.notifier.wait(params.queue, Math.min(left, 1000), AbortSignal.any([gone.signal, ctx.shutdown]));
+      if (gone.signal.aborted) return reply.code(204).send();
+    }
+  };
+  registerRoute(app, { ...routes.popQueue, query }, handler as never);
+  registerRoute(app, { ...routes.popPartition, query }, handler as never);
+}

@@ -1,0 +1,66 @@
+import type { FastifyInstance } from 'fastify';
+import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+interface AllocatorResult {
+  status: 'queued' | 'duplicate';
+  message_id: string;
+  partition_id: string;
+  offset: string;
+  transaction_id: string;
+  queue_name: string;
+}
+
+/**
+ * Appends items in one PostgreSQL transaction (all or none): partitions are
+ * ensured first, then queen.log_push_many_v1 takes the append locks in
+ * ascending partition id order and allocates offsets in item order.
+ */
+export async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: string | null): Promise<PushResult[]> {
+  if (items.length === 0) return [];
+  for (let attempt = 0; ; attempt++) {
+    const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
+    const rows = items.map((i) => ({
+      partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
+      payload: i.payload,
+      transaction_id: i.transactionId,
+      trace_id: i.traceId,
+    }));
+    try {
+      const { rows: out } = await ctx.db.query<{ r: AllocatorResult[] }>('select queen.log_push_many_v1($1::jsonb, $2) as r', [
+        JSON.stringify(rows),
+        producerSub,
+      ]);
+      const results = out[0]!.r;
+      for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
+      return results.map((r, index) => ({
+        index,
+        transaction_id: r.transaction_id,
+        status: r.status,
+        message_id: r.message_id,
+        partition_id: r.partition_id,
+        queueName: r.queue_name,
+        offset: r.offset,
+        ...(r.status === 'queued' ? { trace_id: items[index]!.traceId ?? null } : {}),
+      }));
+    } catch (err) {
+      if ((err as { code?: string }).code === 'P0002' && attempt === 0) {
+        ctx.partitions.forget();
+        continue;
+      }
+      throw err;
+    }
+  }
+}
+
+export function pushRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, routes.push, async ({ body, request }) => {
+    if (body.items.length > ctx.config.maxPushItems) {
+      throw new QueenError('VALIDATION_FAILED', `at most ${ctx.config.maxPushItems} items per push`, {
+        details: [{ field: 'body.items', message: `must have at most ${ctx.config.maxPushItems} items` }],
+      });
+    }
+    return pushItems(ctx, body.items, request.principal?.subject ?? null);
+  });
+}

@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import { QueenError, routes } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+export function queueRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, routes.queueList, async () => {
+    const { rows } = await ctx.db.query(
+      `select q.name, q.namespace, q.task, (select count(*)::int from queen.partitions p where p.queue_id = q.id) as partitions,
+              queen.iso(q.created_at) as "createdAt"
+         from queen.queues q order by q.name`,
+    );
+    return { queues: rows };
+  });
+
+  registerRoute(app, routes.queueGet, async ({ params }) => {
+    const { rows } = await ctx.db.query<{ id: string; namespace: string | null; task: string | null; options: Record<string, unknown> }>(
+      'select id, namespace, task, options from queen.queues where name = $1',
+      [params.queue],
+    );
+    const queue = rows[0];
+    if (!queue) throw new QueenError('QUEUE_NOT_FOUND', `Queue ${params.queue} not found`);
+    const { rows: partitions } = await ctx.db.query(
+      `select p.id, p.name, p.first_offset::text as "firstOffset", p.head_offset::text as "headOffset",
+              (select count(*)::int from queen.log_segments s where s.partition_id = p.id) as segments,
+              queen.iso(p.created_at) as "createdAt", queen.iso(p.last_activity) as "lastActivity"
+         from queen.partitions p where p.queue_id = $1 order by p.name`,
+      [queue.id],
+    );
+    return { queue: params.queue, queueId: queue.id, namespace: queue.namespace, task: queue.task, options: queue.options, partitions };
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * The one error catalogue. Every request-level and item-level failure the
+ * broker reports has a stable `code` here; clients branch on `code`, never on
+ * the human text (which may change). HTTP status `0` marks item-level codes:
+ * they live inside 200 responses as `success:false, code`.
+ */
+export const errorCatalogue = {
+  INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
+  VALIDATION_FAILED: { status: 400, message: 'Request validation failed' },
+  AUTH_REQUIRED: { status: 401, message: 'Authorization: Bearer token required' },
+  AUTH_INVALID: { status: 401, message: 'Invalid token' },
+  FORBIDDEN: { status: 403, message: 'Token level is below what this route requires' },
+  ROUTE_NOT_FOUND: { status: 404, message: 'Route not found' },
+  QUEUE_NOT_FOUND: { status: 404, message: 'Queue not found' },
+  PARTITION_NOT_FOUND: { status: 404, message: 'Partition not found' },
+  CONSUMER_GROUP_NOT_FOUND: { status: 404, message: 'Consumer group not found' },
+  QUERY_NOT_FOUND: { status: 404, message: 'Stream query not found' },
+  KV_NOT_FOUND: { status: 404, message: 'Key not found' },
+  CONFIG_HASH_MISMATCH: { status: 409, message: 'Stream query registered with a different config_hash; pass reset:true to replace it' },
+  VERSION_CONFLICT: { status: 409, message: 'Version conflict' },
+  KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body too large' },
+  INTERNAL_ERROR: { status: 500, message: 'Internal error' },
+  DB_UNAVAILABLE: { status: 503, message: 'Database unavailable' },
+  NOT_READY: { status: 503, message: 'Not ready' },
+  MESSAGE_NOT_FOUND: { status: 0, message: 'Message not found' },
+  LEASE_EXPIRED: { status: 0, message: 'Invalid or expired lease' },
+  LEASE_NOT_FOUND: { status: 0, message: 'Lease not found' },
+  MESSAGE_NOT_LEASED: { status: 0, message: 'Message is beyond what this lease delivered' },
+  ALREADY_ACKED: { status: 0, message: 'Message already acknowledged' },
+  ACK_BLOCKED: { status: 0, message: 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered' },
+  ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message' },
+  KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+/** One offending field of a VALIDATION_FAILED answer, e.g. `body.items[2].queue`. */
+export interface FieldIssue {
+  field: string;
+  message: string;
+}
+
+/** The JSON body of every non-2xx answer. */
+export interface ErrorBody {
+  error: string;
+  code: ErrorCode;
+  details?: FieldIssue[];
+  [extra: string]: unknown;
+}
+
+const brand = Symbol.for('queen-mq.QueenError');
+
+/**
+ * A failure with a catalogue code. The broker maps it to `{error, code,
+ * details?}`; the client rethrows server answers as this class. `instanceof`
+ * works across two installed copies of the package (it checks a global
+ * symbol, not the prototype chain).
+ */
+export class QueenError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details?: FieldIssue[];
+  readonly extra: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message?: string, options: { details?: FieldIssue[]; status?: number; extra?: Record<string, unknown>; cause?: unknown } = {}) {
+    super(message ?? errorCatalogue[code].message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'QueenError';
+    this.code = code;
+    this.status = options.status ?? (errorCatalogue[code].status || 200);
+    this.details = options.details;
+    this.extra = options.extra ?? {};
+    Object.defineProperty(this, brand, { value: true });
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+  }
+
+  toBody(): ErrorBody {
+    return { ...this.extra, error: this.message, code: this.code, ...(this.details ? { details: this.details } : {}) };
+  }
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorCatalogue, value);
+}

@@ -1,0 +1,41 @@
+import { z } from 'zod';
+
+// Value rules of PROTOCOL §1.1, written once and shared by every route schema.
+
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export const queueName = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((s) => !s.includes('/'), 'must not contain "/"')
+  .refine((s) => !CONTROL.test(s), 'must not contain control characters')
+  .refine((s) => s.trim() === s, 'must not have leading or trailing spaces');
+
+/** partition, consumerGroup, transactionId: 1–255 chars, no control chars. */
+export const name255 = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((s) => !CONTROL.test(s), 'must not contain control characters');
+
+export const uuid = z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a UUID');
+
+/** Offsets travel as decimal strings of positive 64-bit integers. */
+export const offset = z.union([z.string().regex(/^[0-9]{1,19}$/, 'must be a decimal offset'), z.number().int().nonnegative()]).transform(String);
+
+export const isoTime = z.string().refine((s) => /(Z|[+-]\d\d:?\d\d)$/i.test(s) && !Number.isNaN(Date.parse(s)), 'must be an ISO-8601 time with a zone');
+
+/** Query-string boolean: true/1/false/0, anything else is a 400. */
+export const queryBool = z.enum(['true', '1', 'false', '0']).transform((v) => v === 'true' || v === '1');
+
+/** Query-string integer in a range; "1.5", "ten" and "" are rejected. */
+export function queryInt(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^-?\d+$/, 'must be an integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+}
+
+export const payload = z.unknown();
