@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { buildOpenApi, routes, type RouteSpec } from '@queen-mq/protocol';
+import { allRoutes, buildOpenApi, routes, type RouteSpec } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 
 /** Every route any composed plugin registered, for /openapi.json. */
-export const routeCatalogue: Record<string, RouteSpec> = { ...routes };
+export const routeCatalogue: Record<string, RouteSpec> = allRoutes;
 
 export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   registerRoute(app, routes.health, async () => ({

@@ -59,3 +59,11 @@ export const routes = {
 } satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof routes;
+
+/**
+ * Every route of every feature, for /openapi.json. Each feature's protocol
+ * file exports its own table; add it here with one line.
+ */
+export const allRoutes: Record<string, RouteSpec> = {
+  ...routes,
+};
