@@ -145,6 +145,7 @@ declare
   v_created  timestamptz;
   v_id       uuid;
   v_txid     text;
+  v_extended boolean;
   v_max_msgs int := queen.setting_int('queen.segment_max_messages', 10000);
   v_max_age  int := queen.setting_int('queen.segment_max_age_s', 3600);
 begin
@@ -175,9 +176,22 @@ begin
           case when p_is_encrypted then p_encrypted else null end,
           p_producer_sub, v_created);
 
-  if v_part.segment_first is null
-     or v_offset - v_part.segment_first >= v_max_msgs
-     or v_created - v_part.segment_started_at >= make_interval(secs => v_max_age) then
+  -- Extend the open segment; open a new one when none is open, the open one
+  -- is full or old, or retention dropped it (an open segment may be dropped,
+  -- the next push opens a new one: PROTOCOL §3.1).
+  v_extended := false;
+  if v_part.segment_first is not null
+     and v_offset - v_part.segment_first < v_max_msgs
+     and v_created - v_part.segment_started_at < make_interval(secs => v_max_age) then
+    update queen.log_segments set last_offset = v_offset, last_created_at = v_created
+     where partition_id = p_partition_id and first_offset = v_part.segment_first;
+    v_extended := found;
+  end if;
+
+  if v_extended then
+    update queen.partitions set head_offset = v_offset, last_created_at = v_created, last_activity = now()
+     where id = p_partition_id;
+  else
     update queen.log_segments set sealed = true
      where partition_id = p_partition_id and first_offset = v_part.segment_first;
     insert into queen.log_segments (partition_id, first_offset, last_offset, first_created_at, last_created_at)
@@ -186,11 +200,6 @@ begin
        set head_offset = v_offset, last_created_at = v_created, last_activity = now(),
            segment_first = v_offset, segment_started_at = v_created,
            first_offset = least(first_offset, v_offset)
-     where id = p_partition_id;
-  else
-    update queen.log_segments set last_offset = v_offset, last_created_at = v_created
-     where partition_id = p_partition_id and first_offset = v_part.segment_first;
-    update queen.partitions set head_offset = v_offset, last_created_at = v_created, last_activity = now()
      where id = p_partition_id;
   end if;
 

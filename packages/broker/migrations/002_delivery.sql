@@ -21,8 +21,12 @@ $$;
 create function queen.log_move_cursor_v1(p_partition_id uuid, p_group text, p_offset bigint) returns boolean
 language plpgsql as $$
 declare
-  v_released boolean;
+  v_had_lease boolean;
+  v_released  boolean;
 begin
+  -- "Released" means a lease existed and ended here, not merely that none is held.
+  select c.lease_id is not null into v_had_lease
+    from queen.cursors c where c.partition_id = p_partition_id and c.consumer_group = p_group;
   update queen.cursors c
      set cursor_offset = greatest(c.cursor_offset, p_offset),
          last_acked_at = now(),
@@ -33,7 +37,7 @@ begin
   returning c.lease_id is null into v_released;
   delete from queen.failures
    where partition_id = p_partition_id and consumer_group = p_group and msg_offset <= p_offset;
-  return coalesce(v_released, false);
+  return coalesce(v_had_lease and v_released, false);
 end
 $$;
 
@@ -80,6 +84,8 @@ declare
   v_last        bigint;
   v_charged     int;
 begin
+  -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
+  if p_queue_id is null then return; end if;
   select q.options into v_options from queen.queues q where q.id = p_queue_id;
   v_lease_s     := queen.queue_option_int(v_options, 'leaseTime', 300);
   if v_lease_s = 0 then v_lease_s := 60; end if;

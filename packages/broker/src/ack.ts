@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { routes, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { metricsOf, tally } from './metrics.js';
 
 /**
  * Applies acks in one transaction via queen.log_ack_v1: items grouped by
@@ -11,7 +12,26 @@ import { registerRoute } from './http.js';
 export async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
   const { rows } = await ctx.db.query<{ r: AckResult[] }>('select queen.log_ack_v1($1, $2::jsonb) as r', [group, JSON.stringify(payload)]);
-  return rows[0]!.r;
+  const results = rows[0]!.r;
+  countAcks(ctx, items, results);
+  return results;
+}
+
+function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): void {
+  const applied = new Map<string, number>();
+  const dead = new Map<string, number>();
+  results.forEach((r, i) => {
+    if (!r.success || r.alreadyAcked || r.queueName === null) return;
+    tally(applied, `${r.queueName}\u0000${items[i]!.status}`);
+    if (r.dlq) tally(dead, r.queueName);
+  });
+  if (applied.size === 0) return;
+  const m = metricsOf(ctx);
+  for (const [key, n] of applied) {
+    const [queue, status] = key.split('\u0000') as [string, string];
+    m.acked.inc({ queue, status }, n);
+  }
+  for (const [queue, n] of dead) m.deadLettered.inc({ queue }, n);
 }
 
 export function ackRoutes(app: FastifyInstance, ctx: BrokerContext): void {

@@ -1,13 +1,25 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { QueenError, type AccessLevel } from '@queen-mq/protocol';
 import { ackRoutes } from './ack.js';
+import { registerAuth } from './auth.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
+import { configureRoutes } from './configure.js';
+import { queueDeleteRoutes } from './queue-delete.js';
+import { consumerGroupRoutes } from './consumer-groups.js';
+import { seekRoutes } from './seek.js';
+import { dlqRoutes } from './dlq.js';
+import { transactionRoutes } from './transaction.js';
+import { maintenanceRoutes } from './maintenance.js';
 import { leaseRoutes } from './lease.js';
+import { metricsRoutes } from './metrics.js';
 import { opsRoutes } from './ops.js';
 import { popRoutes } from './pop.js';
 import { pushRoutes } from './push.js';
 import { queueRoutes } from './queues.js';
+import { streamCycleRoutes } from './streams-cycle.js';
+import { streamQueryRoutes } from './streams-queries.js';
+import { streamStateRoutes } from './streams-state.js';
 
 /** Who is calling: set by the auth hook; null subject when auth is off. */
 export interface Principal {
@@ -27,7 +39,7 @@ declare module 'fastify' {
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-export const coreRoutes: BrokerPlugin[] = [opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes];
+export const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2
@@ -38,7 +50,7 @@ export const coreRoutes: BrokerPlugin[] = [opsRoutes, pushRoutes, popRoutes, ack
 export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = []): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: ctx.log as unknown as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: ctx.config.maxBodyBytes,
     routerOptions: { ignoreTrailingSlash: true },
     return503OnClosing: false,
@@ -59,6 +71,12 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
   app.addHook('onRequest', async (_req, reply) => {
     reply.header('Access-Control-Allow-Origin', '*');
   });
+  // Answers sent while shutting down (parked pops get 204) close their
+  // keep-alive connection, else the server's close waits for the client.
+  app.addHook('onSend', async (_req, reply) => {
+    if (ctx.shutdown.aborted) reply.header('Connection', 'close');
+  });
+  registerAuth(app, ctx.config);
   app.options('*', async (_req, reply) => {
     reply
       .header('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS')

@@ -10,6 +10,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-p
 import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from './migrate.js';
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
+import { retentionService } from './retention.js';
 
 export const VERSION = '0.1.0';
 
@@ -80,7 +81,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const address = app.server.address() as { port: number };
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
-  const services = (options.services ?? []).map((start) => start(ctx));
+  const services = [retentionService, ...(options.services ?? [])].map((start) => start(ctx));
 
   let closing: Promise<void> | undefined;
   const close = () =>

@@ -15,6 +15,26 @@ export interface BrokerConfig {
   timerPollMs: number;
   poolSize: number;
   logLevel: string;
+  /** PROTOCOL §1.4: off by default, every route open and producerSub null. */
+  authEnabled: boolean;
+  /** HS256 secret for JWTs; unset = only static API keys are accepted. */
+  jwtSecret?: string;
+  /** Checked against `iss` / `aud` only when set. */
+  jwtIssuer?: string;
+  jwtAudience?: string;
+  /** Static bearer tokens with a fixed level and subject (QUEEN_API_KEYS). */
+  apiKeys: ApiKey[];
+  /** Role names in the JWT `role`/`roles` claims that map to each level. */
+  roleReadOnly: string;
+  roleReadWrite: string;
+  roleAdmin: string;
+}
+
+/** One entry of QUEEN_API_KEYS. */
+export interface ApiKey {
+  key: string;
+  level: 'read-only' | 'read-write' | 'admin';
+  subject: string | null;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -25,9 +45,39 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   return n;
 }
 
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new Error(`${name} must be true/false/1/0, got "${raw}"`);
+}
+
+function apiKeys(raw: string | undefined): ApiKey[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  let list: unknown;
+  try {
+    list = JSON.parse(raw);
+  } catch {
+    throw new Error('QUEEN_API_KEYS must be a JSON array of {key, level, subject}');
+  }
+  if (!Array.isArray(list)) throw new Error('QUEEN_API_KEYS must be a JSON array of {key, level, subject}');
+  return list.map((entry: any, i) => {
+    if (typeof entry?.key !== 'string' || entry.key === '') throw new Error(`QUEEN_API_KEYS[${i}].key must be a non-empty string`);
+    if (!['read-only', 'read-write', 'admin'].includes(entry.level)) throw new Error(`QUEEN_API_KEYS[${i}].level must be read-only, read-write or admin`);
+    if (entry.subject != null && typeof entry.subject !== 'string') throw new Error(`QUEEN_API_KEYS[${i}].subject must be a string`);
+    return { key: entry.key, level: entry.level, subject: entry.subject ?? null };
+  });
+}
+
 export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
   const mode = env.QUEEN_DEFAULT_SUBSCRIPTION_MODE ?? 'all';
   if (mode !== 'all' && mode !== 'new') throw new Error(`QUEEN_DEFAULT_SUBSCRIPTION_MODE must be "all" or "new", got "${mode}"`);
+  const authEnabled = bool(env, 'QUEEN_AUTH_ENABLED', false);
+  const keys = apiKeys(env.QUEEN_API_KEYS);
+  if (authEnabled && !env.QUEEN_JWT_SECRET && keys.length === 0) {
+    throw new Error('QUEEN_AUTH_ENABLED=true needs QUEEN_JWT_SECRET or QUEEN_API_KEYS: otherwise no token could ever be accepted');
+  }
   return {
     port: int(env, 'QUEEN_PORT', 6632),
     host: env.QUEEN_HOST ?? '0.0.0.0',
@@ -44,5 +94,13 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', 200),
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
     logLevel: env.QUEEN_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info',
+    authEnabled,
+    jwtSecret: env.QUEEN_JWT_SECRET || undefined,
+    jwtIssuer: env.QUEEN_JWT_ISSUER || undefined,
+    jwtAudience: env.QUEEN_JWT_AUDIENCE || undefined,
+    apiKeys: keys,
+    roleReadOnly: env.QUEEN_ROLE_READ_ONLY || 'read-only',
+    roleReadWrite: env.QUEEN_ROLE_READ_WRITE || 'read-write',
+    roleAdmin: env.QUEEN_ROLE_ADMIN || 'admin',
   };
 }

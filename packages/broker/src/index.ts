@@ -10,3 +10,5 @@ export { routeCatalogue } from './ops.js';
 export { pushItems } from './push.js';
 export { ackItems } from './ack.js';
 export { popOnce } from './pop.js';
+export { runTransaction, setTransactionExtension, TransactionItemError, type TransactionExtension } from './transaction.js';
+export { runMaintenance, setMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';

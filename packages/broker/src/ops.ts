@@ -6,6 +6,22 @@ import { registerRoute } from './http.js';
 /** Every route any composed plugin registered, for /openapi.json. */
 export const routeCatalogue: Record<string, RouteSpec> = allRoutes;
 
+/**
+ * A readiness probe must answer while PostgreSQL is gone, however it is gone:
+ * a refused connection fails at once, but a host that swallows packets would
+ * otherwise hold the probe for the pool's whole connect timeout.
+ */
+const READY_TIMEOUT_MS = 2000;
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => undefined); // a late failure after the timeout is not unhandled
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
 export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   registerRoute(app, routes.health, async () => ({
     status: 'healthy' as const,
@@ -18,13 +34,15 @@ export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     let schemaVersion: number | null = null;
     let connected = false;
     try {
-      const { rows } = await ctx.db.query<{ version: number }>(
-        `select version from queen.schema_version where owner = 'broker'`,
+      const { rows } = await withTimeout(
+        ctx.db.query<{ version: number }>(`select version from queen.schema_version where owner = 'broker'`),
+        READY_TIMEOUT_MS,
       );
       connected = true;
       schemaVersion = rows[0]?.version ?? null;
     } catch {
       connected = false;
+      ctx.db.connected = false;
     }
     const ready = connected && schemaVersion === ctx.expectedSchemaVersion;
     const body = { ready, database: connected ? 'connected' : 'disconnected', schemaVersion, expectedSchemaVersion: ctx.expectedSchemaVersion };

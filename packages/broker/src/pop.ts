@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { popQuery, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { metricsOf } from './metrics.js';
 
 interface PopRow {
   partition_id: string;
@@ -34,27 +35,30 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
   return ctx.config.defaultSubscriptionMode === 'new' ? { mode: 'new', start: 'now' } : { mode: 'all', start: null };
 }
 
-/** One claim attempt: no waiting. */
+/**
+ * One claim attempt, no waiting, in one round trip: the queue/partition
+ * lookup, the pause flag and queen.log_pop_v1 run as one statement. An
+ * unknown queue or partition claims nothing and creates nothing.
+ */
 export async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
-  const { rows: found } = await ctx.db.query<{ queue_id: string | null; partition_id: string | null; paused: boolean }>(
-    `select q.id as queue_id, p.id as partition_id,
-            coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
-       from (select 1) one
-       left join queen.queues q on q.name = $1
-       left join queen.partitions p on p.queue_id = q.id and p.name = $2`,
-    [queue, partition],
-  );
-  const target = found[0]!;
-  if (target.paused) return { kind: 'paused' };
-  if (!target.queue_id || (partition !== null && !target.partition_id)) return { kind: 'empty' };
-
   const leaseId = randomUUID();
   const sub = subscriptionStart(ctx, q);
-  const { rows } = await ctx.db.query<PopRow>(
-    `select * from queen.log_pop_v1($1, $2, $3, $4, $5, $6, $7, $8, case when $9::text = 'now' then now() else $9::timestamptz end)`,
-    [target.queue_id, target.partition_id, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
+  const { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
+    `select t.paused, r.*
+       from (select q.id as queue_id, p.id as partition_id,
+                    coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
+               from (select 1) one
+               left join queen.queues q on q.name = $1
+               left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
+       left join lateral queen.log_pop_v1(
+              case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
+              t.partition_id, $3, $4, $5, $6, $7, $8,
+              case when $9::text = 'now' then now() else $9::timestamptz end) r on true`,
+    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
   );
-  if (rows.length === 0) return { kind: 'empty' };
+  if (rows[0]?.paused) return { kind: 'paused' };
+  if (rows.length === 0 || rows[0]!.msg_offset === null) return { kind: 'empty' };
+  metricsOf(ctx).delivered.inc({ queue }, rows.length);
 
   const wireLease = q.autoAck ? '' : leaseId;
   const messages: PoppedMessage[] = rows.map((r) => ({
@@ -102,17 +106,26 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     const gone = new AbortController();
     request.raw.once('close', () => gone.abort());
     reply.raw.once('close', () => gone.abort());
-    for (;;) {
-      const outcome = await popOnce(ctx, params.queue, params.partition ?? null, q);
-      if (outcome.kind === 'messages') return outcome.body;
-      if (outcome.kind === 'paused') {
-        reply.header('X-Queen-Pop-Paused', 'true');
-        return reply.code(204).send();
+    let parked = false;
+    try {
+      for (;;) {
+        const outcome = await popOnce(ctx, params.queue, params.partition ?? null, q);
+        if (outcome.kind === 'messages') return outcome.body;
+        if (outcome.kind === 'paused') {
+          reply.header('X-Queen-Pop-Paused', 'true');
+          return reply.code(204).send();
+        }
+        const left = deadline - Date.now();
+        if (!q.wait || left <= 0 || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
+        if (!parked) {
+          parked = true;
+          metricsOf(ctx).longPollWaiting.inc();
+        }
+        await ctx.notifier.wait(params.queue, Math.min(left, 1000), AbortSignal.any([gone.signal, ctx.shutdown]));
+        if (gone.signal.aborted) return reply.code(204).send();
       }
-      const left = deadline - Date.now();
-      if (!q.wait || left <= 0 || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
-      await ctx.notifier.wait(params.queue, Math.min(left, 1000), AbortSignal.any([gone.signal, ctx.shutdown]));
-      if (gone.signal.aborted) return reply.code(204).send();
+    } finally {
+      if (parked) metricsOf(ctx).longPollWaiting.dec();
     }
   };
   registerRoute(app, { ...routes.popQueue, query }, handler as never);

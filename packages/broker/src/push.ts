@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { metricsOf, tally } from './metrics.js';
 
 interface AllocatorResult {
   status: 'queued' | 'duplicate';
@@ -34,6 +35,7 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
       ]);
       const results = out[0]!.r;
       for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
+      countPushes(ctx, results);
       return results.map((r, index) => ({
         index,
         transaction_id: r.transaction_id,
@@ -52,6 +54,15 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
       throw err;
     }
   }
+}
+
+function countPushes(ctx: BrokerContext, results: AllocatorResult[]): void {
+  const queued = new Map<string, number>();
+  const duplicate = new Map<string, number>();
+  for (const r of results) tally(r.status === 'queued' ? queued : duplicate, r.queue_name);
+  const m = metricsOf(ctx);
+  for (const [queue, n] of queued) m.pushed.inc({ queue }, n);
+  for (const [queue, n] of duplicate) m.duplicates.inc({ queue }, n);
 }
 
 export function pushRoutes(app: FastifyInstance, ctx: BrokerContext): void {

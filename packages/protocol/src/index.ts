@@ -6,5 +6,7 @@ export * from './pop.js';
 export * from './ack.js';
 export * from './lease.js';
 export * from './ops.js';
+export * from './admin.js';
+export * from './streams.js';
 export * from './routes.js';
 export * from './openapi.js';

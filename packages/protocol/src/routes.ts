@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { ackBatchBody, ackBody, ackResponse } from './ack.js';
+import { adminRoutes } from './admin.js';
 import { leaseExtendBody, leaseExtendParams, leaseExtendResponse } from './lease.js';
 import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
+import { streamRoutes } from './streams.js';
 import { name255, queueName } from './values.js';
 
 /** Access levels nest: admin ⊇ read-write ⊇ read-only. */
@@ -66,4 +68,6 @@ export type RouteName = keyof typeof routes;
  */
 export const allRoutes: Record<string, RouteSpec> = {
   ...routes,
+  ...adminRoutes,
+  ...streamRoutes,
 };

@@ -1,0 +1,176 @@
+// Broker benchmark: push and push→pop→ack throughput over HTTP against the
+// same work done by SQL on the same database (the ceiling), plus the broker's
+// RSS. Writes bench/results/broker.json. Knobs: BENCH_SECONDS (per row, 4),
+// BENCH_CONNECTIONS (4), DATABASE_URL (else an embedded PostgreSQL).
+import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
+import pg from 'pg';
+import { Pool } from 'undici';
+import { machine, measure, progress, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+
+const NAME = 'broker';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
+const BATCHES = [1, 10, 100];
+const MAX_MESSAGES = 400_000; // per row: bounds the run on a fast machine
+const GROUP = '__QUEUE_MODE__';
+
+/** ~110 bytes of JSON: a small event, the common case for a queue. */
+const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
+
+const loadAtStart = Math.round(loadavg()[0] * 100) / 100;
+const db = await startDatabase(NAME);
+const broker = await spawnBroker(NAME, db.url);
+const rss = rssSampler(broker.pid);
+await rss.mark('idle');
+await new Promise((r) => setTimeout(r, 1000));
+const idleBytes = await rssOf(broker.pid);
+
+const http = new Pool(broker.url, { connections: CONNECTIONS, pipelining: 1 });
+const sql = new pg.Pool({ connectionString: db.url, max: CONNECTIONS });
+const rows = [];
+
+async function call(method, path, body, expect) {
+  const res = await http.request({ method, path, headers: body ? { 'content-type': 'application/json' } : {}, body });
+  const text = await res.body.text();
+  if (res.statusCode !== expect) throw new Error(`${method} ${path} answered ${res.statusCode}: ${text.slice(0, 300)}`);
+  return text;
+}
+
+async function partitionIds(queue) {
+  const targets = Array.from({ length: CONNECTIONS }, (_, w) => ({ queue, partition: `p${w}` }));
+  const { rows: out } = await sql.query('select partition_name, partition_id, queue_id from queen.ensure_partitions_v1($1::jsonb)', [JSON.stringify(targets)]);
+  const byName = Object.fromEntries(out.map((r) => [r.partition_name, r]));
+  return targets.map((t) => ({ partitionId: byName[t.partition].partition_id, queueId: byName[t.partition].queue_id }));
+}
+
+async function row(workload, batch, path, step) {
+  await rss.mark(`${workload} b${batch} ${path}`);
+  let result;
+  try {
+    result = await measure({ workers: CONNECTIONS, seconds: SECONDS, maxMessages: MAX_MESSAGES, step });
+  } catch (err) {
+    progress(NAME, `${workload} batch ${batch} via ${path} FAILED: ${err.message}`);
+    result = { error: err.message };
+  }
+  const entry = { workload, batch, path, ...result };
+  rows.push(entry);
+  if (!result.error) progress(NAME, `${workload.padEnd(13)} batch ${String(batch).padStart(3)} ${path.padEnd(10)} ${String(result.msgPerSec).padStart(7)} msg/s  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms`);
+  return entry;
+}
+
+await sql.query(`create table if not exists public.bench_scratch (
+  partition_id uuid not null, id uuid not null default gen_random_uuid(), transaction_id text not null,
+  payload jsonb, created_at timestamptz not null default now())`);
+
+// --- push ---------------------------------------------------------------
+for (const b of BATCHES) {
+  const queue = `bench-push-b${b}`;
+  const bodies = Array.from({ length: CONNECTIONS }, (_, w) =>
+    JSON.stringify({ items: Array.from({ length: b }, (_, i) => ({ queue, partition: `p${w}`, payload: payload(i) })) }));
+  await row('push', b, 'broker', async (w) => {
+    await call('POST', '/api/v1/push', bodies[w], 201);
+    return b;
+  });
+
+  const ids = await partitionIds(`bench-sqlpush-b${b}`);
+  const items = ids.map(({ partitionId }) => JSON.stringify(Array.from({ length: b }, (_, i) => ({ partition_id: partitionId, payload: payload(i) }))));
+  await row('push', b, 'sql-fn', async (w) => {
+    await sql.query('select queen.log_push_many_v1($1::jsonb, null) as r', [items[w]]);
+    return b;
+  });
+  await row('push', b, 'raw-insert', async (w) => {
+    await sql.query(
+      `insert into public.bench_scratch (partition_id, transaction_id, payload)
+       select (e->>'partition_id')::uuid, gen_random_uuid()::text, e->'payload' from jsonb_array_elements($1::jsonb) e`,
+      [items[w]],
+    );
+    return b;
+  });
+}
+
+// --- push → pop → ack (each worker owns one partition: a full round per step)
+for (const b of BATCHES) {
+  const queue = `bench-cycle-b${b}`;
+  const bodies = Array.from({ length: CONNECTIONS }, (_, w) =>
+    JSON.stringify({ items: Array.from({ length: b }, (_, i) => ({ queue, partition: `p${w}`, payload: payload(i) })) }));
+  await row('push→pop→ack', b, 'broker', async (w) => {
+    await call('POST', '/api/v1/push', bodies[w], 201);
+    const popped = JSON.parse(await call('GET', `/api/v1/pop/queue/${queue}/partition/p${w}?batch=${b}`, undefined, 200));
+    const acks = popped.messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId }));
+    const text = acks.length === 1
+      ? await call('POST', '/api/v1/ack', JSON.stringify(acks[0]), 200)
+      : await call('POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments: acks }), 200);
+    if (!JSON.parse(text).every((r) => r.success)) throw new Error(`ack refused: ${text.slice(0, 300)}`);
+    return popped.messages.length;
+  });
+
+  const ids = await partitionIds(`bench-sqlcycle-b${b}`);
+  const items = ids.map(({ partitionId }) => JSON.stringify(Array.from({ length: b }, (_, i) => ({ partition_id: partitionId, payload: payload(i) }))));
+  await row('push→pop→ack', b, 'sql-fn', async (w) => {
+    const { partitionId, queueId } = ids[w];
+    await sql.query('select queen.log_push_many_v1($1::jsonb, null) as r', [items[w]]);
+    const lease = randomUUID();
+    const { rows: msgs } = await sql.query(
+      `select partition_id, transaction_id from queen.log_pop_v1($1, $2, $3, $4, 1, false, $5, 'all', null)`,
+      [queueId, partitionId, GROUP, b, lease],
+    );
+    const acks = msgs.map((m, idx) => ({ idx, transactionId: m.transaction_id, partitionId: m.partition_id, status: 'completed', leaseId: lease }));
+    const { rows: out } = await sql.query('select queen.log_ack_v1($1, $2::jsonb) as r', [GROUP, JSON.stringify(acks)]);
+    if (!out[0].r.every((r) => r.success)) throw new Error(`sql ack refused: ${JSON.stringify(out[0].r).slice(0, 300)}`);
+    return msgs.length;
+  });
+}
+
+await rss.mark('done');
+const rssReport = await rss.stop();
+await http.close();
+await sql.end();
+await broker.stop();
+await db.stop();
+
+// --- report ---------------------------------------------------------------
+const find = (workload, batch, path) => rows.find((r) => r.workload === workload && r.batch === batch && r.path === path);
+const ratio = (a, c) => (a?.msgPerSec && c?.msgPerSec ? Math.round((a.msgPerSec / c.msgPerSec) * 100) / 100 : null);
+const summary = [];
+for (const workload of ['push', 'push→pop→ack']) {
+  for (const b of BATCHES) {
+    const viaBroker = find(workload, b, 'broker');
+    const viaFn = find(workload, b, 'sql-fn');
+    const raw = find(workload, b, 'raw-insert');
+    summary.push({
+      workload,
+      batch: b,
+      'broker msg/s': viaBroker?.msgPerSec ?? viaBroker?.error ?? null,
+      'p50 ms': viaBroker?.p50Ms,
+      'p99 ms': viaBroker?.p99Ms,
+      'sql-fn msg/s': viaFn?.msgPerSec ?? null,
+      'raw-insert msg/s': raw?.msgPerSec ?? null,
+      'broker/sql-fn': ratio(viaBroker, viaFn),
+      'broker/raw': ratio(viaBroker, raw),
+    });
+  }
+}
+const mb = (bytes) => (bytes == null ? null : Math.round((bytes / 1048576) * 10) / 10);
+const results = {
+  benchmark: NAME,
+  when: new Date().toISOString(),
+  machine: { ...machine(), loadavg1mAtStart: loadAtStart },
+  postgres: { embedded: db.embedded, ...db.settings },
+  settings: { secondsPerRow: SECONDS, connections: CONNECTIONS, partitions: CONNECTIONS, payloadBytes: JSON.stringify(payload(1)).length, maxMessagesPerRow: MAX_MESSAGES },
+  notes: [
+    'broker: HTTP over an undici Pool to apps/broker/dist/main.js in a child process; each worker uses its own partition.',
+    'sql-fn: the same rows through queen.log_push_many_v1 (and log_pop_v1 / log_ack_v1) on the same database, one statement per batch: the ceiling for the broker.',
+    'raw-insert: INSERT ... SELECT of the same rows into an index-free scratch table: the absolute ceiling of a durable write.',
+    'push→pop→ack: per step a worker pushes a batch to its partition, pops it, and acks it; msg/s counts messages that completed the round.',
+  ],
+  summary,
+  rows,
+  rss: { idleMB: mb(idleBytes), peakMB: mb(rssReport.peakBytes), endMB: mb(rssReport.lastBytes), phases: rssReport.phases.map((p) => ({ phase: p.phase, peakMB: mb(p.peakBytes) })) },
+};
+const file = await writeResults(NAME, results);
+
+console.log(`\nQueen broker benchmark (${SECONDS}s per row, ${CONNECTIONS} connections, ${results.settings.payloadBytes}-byte payloads, PostgreSQL ${db.settings.server_version}${db.embedded ? ' embedded' : ''}, fsync=${db.settings.fsync})\n`);
+console.log(table(Object.keys(summary[0]), summary));
+console.log(`\nbroker RSS: idle ${results.rss.idleMB} MB, peak ${results.rss.peakMB} MB, end ${results.rss.endMB} MB`);
+console.log(`results: ${file}`);

@@ -1,0 +1,393 @@
+-- Broker semantics beyond push/pop/ack: queue delete, seek, group delete,
+-- retention, partition cleanup and the cursor locking of transactions.
+-- Lock order (PROTOCOL §4): partition rows (rank 4) ascending id before
+-- cursor rows (rank 5) ascending (partition id, group).
+
+-- Queue delete (PROTOCOL §5.2): partitions locked ascending first, so a push
+-- in flight either commits before (and is deleted) or finds its partition gone
+-- and re-creates the queue. Answers whether the queue existed.
+create or replace function queen.log_delete_queue_v1(p_queue text) returns boolean
+language plpgsql as $$
+declare
+  v_queue uuid;
+  v_parts uuid[];
+  v_col   text;
+begin
+  select id into v_queue from queen.queues where name = p_queue for update;
+  if not found then return false; end if;
+
+  select coalesce(array_agg(s.id), '{}') into v_parts
+    from (select p.id from queen.partitions p where p.queue_id = v_queue order by p.id for update) s;
+
+  perform 1 from queen.cursors c where c.partition_id = any(v_parts)
+   order by c.partition_id, c.consumer_group for update;
+
+  delete from queen.messages where partition_id = any(v_parts);
+  delete from queen.log_segments where partition_id = any(v_parts);
+  delete from queen.failures where partition_id = any(v_parts);
+  delete from queen.dlq where partition_id = any(v_parts);
+  delete from queen.cursors where partition_id = any(v_parts);
+  delete from queen.subscriptions where queue_id = v_queue;
+
+  -- Pending timers targeting the queue (the timers table belongs to the KV
+  -- feature and may not be installed).
+  if to_regclass('queen.log_timers') is not null then
+    select column_name into v_col from information_schema.columns
+     where table_schema = 'queen' and table_name = 'log_timers' and column_name in ('queue_name', 'queue')
+     order by column_name desc limit 1;
+    if v_col is not null then
+      execute format('delete from queen.log_timers where %I = $1', v_col) using p_queue;
+    end if;
+  end if;
+
+  delete from queen.partitions where queue_id = v_queue;
+  delete from queen.queues where id = v_queue;
+  return true;
+end
+$$;
+
+-- Consumer group delete (PROTOCOL §5.9): cursors (with their leases) and
+-- failure records of the group, on every queue or on one; subscriptions too
+-- when asked. DLQ entries stay. Answers the number of cursor rows removed.
+create or replace function queen.log_delete_group_v1(p_group text, p_queue_id uuid, p_delete_metadata boolean) returns int
+language plpgsql as $$
+declare
+  v_n int;
+begin
+  perform 1 from queen.cursors c
+   where c.consumer_group = p_group
+     and (p_queue_id is null or c.partition_id in (select p.id from queen.partitions p where p.queue_id = p_queue_id))
+   order by c.partition_id, c.consumer_group for update;
+  delete from queen.cursors c
+   where c.consumer_group = p_group
+     and (p_queue_id is null or c.partition_id in (select p.id from queen.partitions p where p.queue_id = p_queue_id));
+  get diagnostics v_n = row_count;
+  delete from queen.failures f
+   where f.consumer_group = p_group
+     and (p_queue_id is null or f.partition_id in (select p.id from queen.partitions p where p.queue_id = p_queue_id));
+  if p_delete_metadata then
+    delete from queen.subscriptions s where s.consumer_group = p_group and (p_queue_id is null or s.queue_id = p_queue_id);
+  end if;
+  return v_n;
+end
+$$;
+
+-- Where a timestamp seek lands: the greatest retained offset created at or
+-- before p_ts, 0 when none.
+create or replace function queen.log_offset_at_v1(p_partition_id uuid, p_ts timestamptz) returns bigint
+language sql stable as $$
+  select coalesce(max(m.msg_offset), 0) from queen.messages m where m.partition_id = p_partition_id and m.created_at <= p_ts
+$$;
+
+-- Seek (PROTOCOL §5.9). Moves the cursor of (partition, group) anywhere,
+-- backwards included, ends the lease and clears failure records. Cursor rows
+-- are created first (committed with the seek), then locked ascending.
+-- p_partition_id null = every partition of p_queue_id. Target: p_offset
+-- (clamped to the head), else p_ts, else the head. Answers
+-- [{partition_id, cursor}] of the rows moved.
+create or replace function queen.log_seek_v1(
+  p_group text, p_queue_id uuid, p_partition_id uuid, p_offset bigint, p_ts timestamptz
+) returns table (partition_id uuid, cursor_offset bigint)
+language plpgsql as $$
+#variable_conflict use_column
+begin
+  insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+  select p.id, p_group, 0 from queen.partitions p
+   where p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
+   order by p.id
+  on conflict do nothing;
+
+  perform 1 from queen.cursors c join queen.partitions p on p.id = c.partition_id
+   where p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id) and c.consumer_group = p_group
+   order by c.partition_id for update of c;
+
+  delete from queen.failures f using queen.partitions p
+   where f.partition_id = p.id and p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
+     and f.consumer_group = p_group;
+
+  return query
+  update queen.cursors c
+     set cursor_offset = case
+           when p_offset is not null then least(p_offset, p.head_offset)
+           when p_ts is not null then queen.log_offset_at_v1(p.id, p_ts)
+           else p.head_offset end,
+         lease_id = null, lease_expires_at = null, lease_last_offset = null
+    from queen.partitions p
+   where p.id = c.partition_id and p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
+     and c.consumer_group = p_group
+  returning c.partition_id, c.cursor_offset;
+end
+$$;
+
+-- Transaction acks (PROTOCOL §5.7): the cursor rows of every (partition, group)
+-- an ack names, locked ascending before any ack applies (rank 5, after the
+-- pushes' append locks). Missing rows of existing partitions are created by
+-- the broker in a short transaction before; rows of partitions first written
+-- by this transaction's pushes are created here, under our own append lock.
+-- targets: [{partitionId, consumerGroup}]
+create or replace function queen.log_lock_cursors_v1(p_targets jsonb) returns void
+language plpgsql as $$
+begin
+  insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+  select t.pid, t.grp, queen.log_cursor_start_v1(t.pid, t.grp)
+    from (select distinct (e->>'partitionId')::uuid as pid, e->>'consumerGroup' as grp from jsonb_array_elements(p_targets) e) t
+    join queen.partitions p on p.id = t.pid
+   order by t.pid, t.grp
+  on conflict do nothing;
+  perform 1 from queen.cursors c
+   where (c.partition_id, c.consumer_group) in
+         (select (e->>'partitionId')::uuid, e->>'consumerGroup' from jsonb_array_elements(p_targets) e)
+   order by c.partition_id, c.consumer_group for update;
+end
+$$;
+
+-- Retention (PROTOCOL §3.9), whole segments only. Each rule selects a prefix
+-- of a partition's segments (createdAt and cursors only grow with offset), so
+-- the union is the prefix up to the highest qualifying segment. Partition rows
+-- are locked ascending (rank 4) before anything is dropped, so a push cannot
+-- extend a segment while it is judged.
+create or replace function queen.log_retention_v1() returns jsonb
+language plpgsql as $$
+declare
+  v_part   record;
+  v_bound  bigint;
+  v_n      bigint;
+  v_segs   bigint := 0;
+  v_msgs   bigint := 0;
+  v_first  bigint;
+begin
+  for v_part in
+    select p.id,
+           coalesce((q.options->>'retentionEnabled')::boolean, false) as enabled,
+           coalesce((q.options->>'retentionSeconds')::bigint, 0) as ret_s,
+           coalesce((q.options->>'completedRetentionSeconds')::bigint, 0) as done_s,
+           coalesce((q.options->>'maxWaitTimeSeconds')::bigint, 0) as wait_s
+      from queen.partitions p join queen.queues q on q.id = p.queue_id
+     where ((coalesce((q.options->>'retentionEnabled')::boolean, false)
+             and (coalesce((q.options->>'retentionSeconds')::bigint, 0) > 0
+                  or coalesce((q.options->>'completedRetentionSeconds')::bigint, 0) > 0))
+            or coalesce((q.options->>'maxWaitTimeSeconds')::bigint, 0) > 0)
+       and p.head_offset >= p.first_offset
+     order by p.id
+  loop
+    perform 1 from queen.partitions p where p.id = v_part.id for update;
+    continue when not found;
+
+    select max(s.last_offset) into v_bound
+      from queen.log_segments s
+     where s.partition_id = v_part.id
+       and ((v_part.enabled and v_part.ret_s > 0 and s.last_created_at < now() - make_interval(secs => v_part.ret_s))
+         or (v_part.enabled and v_part.done_s > 0 and s.last_created_at < now() - make_interval(secs => v_part.done_s)
+             and s.last_offset <= (select min(c.cursor_offset) from queen.cursors c where c.partition_id = v_part.id))
+         or (v_part.wait_s > 0 and s.last_created_at < now() - make_interval(secs => v_part.wait_s)));
+    continue when v_bound is null;
+
+    delete from queen.messages m where m.partition_id = v_part.id and m.msg_offset <= v_bound;
+    get diagnostics v_n = row_count;
+    v_msgs := v_msgs + v_n;
+    delete from queen.log_segments s where s.partition_id = v_part.id and s.first_offset <= v_bound;
+    get diagnostics v_n = row_count;
+    v_segs := v_segs + v_n;
+    -- DLQ entries and failure records live as long as their message.
+    delete from queen.dlq d where d.partition_id = v_part.id and d.msg_offset <= v_bound;
+    delete from queen.failures f where f.partition_id = v_part.id and f.msg_offset <= v_bound;
+
+    update queen.partitions p
+       set first_offset = greatest(p.first_offset, v_bound + 1),
+           segment_first = case when p.segment_first <= v_bound then null else p.segment_first end,
+           segment_started_at = case when p.segment_first <= v_bound then null else p.segment_started_at end
+     where p.id = v_part.id;
+  end loop;
+  return jsonb_build_object('segmentsDropped', v_segs, 'messagesDropped', v_msgs);
+end
+$$;
+
+-- Partition cleanup (PROTOCOL §3.9): a partition with no retained message
+-- and no push for p_inactive_s seconds is deleted with its cursors, unless a
+-- stream state row references it or a lease on it is live (vetoed). Lock
+-- order (§4): every candidate partition row ascending first (re-checked under
+-- the lock: a push may have landed meanwhile), then their cursor rows.
+create or replace function queen.log_partition_cleanup_v1(p_inactive_s bigint) returns jsonb
+language plpgsql as $$
+declare
+  v_state    boolean := to_regclass('queen_streams.state') is not null;
+  v_cands    uuid[];
+  v_doomed   uuid[] := '{}';
+  v_id       uuid;
+  v_ref      boolean;
+  v_vetoed   int := 0;
+  v_queues   text[];
+begin
+  select coalesce(array_agg(s.id), '{}') into v_cands from (
+    select p.id from queen.partitions p
+     where p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s)
+     order by p.id for update) s;
+  select coalesce(array_agg(p.id order by p.id), '{}') into v_cands from queen.partitions p
+   where p.id = any(v_cands)
+     and p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s);
+
+  foreach v_id in array v_cands loop
+    v_ref := exists (select 1 from queen.cursors c where c.partition_id = v_id and c.lease_id is not null and c.lease_expires_at > now());
+    if not v_ref and v_state then
+      execute 'select exists (select 1 from queen_streams.state where partition_id = $1)' into v_ref using v_id;
+    end if;
+    if v_ref then
+      v_vetoed := v_vetoed + 1;
+    else
+      v_doomed := v_doomed || v_id;
+    end if;
+  end loop;
+
+  perform 1 from queen.cursors c where c.partition_id = any(v_doomed)
+   order by c.partition_id, c.consumer_group for update;
+  select coalesce(array_agg(distinct p.queue_name), '{}') into v_queues from queen.partitions p where p.id = any(v_doomed);
+  delete from queen.messages m where m.partition_id = any(v_doomed);
+  delete from queen.log_segments s where s.partition_id = any(v_doomed);
+  delete from queen.failures f where f.partition_id = any(v_doomed);
+  delete from queen.dlq d where d.partition_id = any(v_doomed);
+  delete from queen.cursors c where c.partition_id = any(v_doomed);
+  delete from queen.partitions p where p.id = any(v_doomed);
+  return jsonb_build_object('deleted', cardinality(v_doomed), 'vetoed', v_vetoed, 'queues', to_jsonb(v_queues));
+end
+$$;
+
+-- FIX of queen.log_ack_v1 (002): a batch `[o1 failed, o2 …, o3 …]` under one
+-- lease answered LEASE_EXPIRED for o2, o3 because o1 had just ended the lease,
+-- so B21 (every item success:true, all charged) and B25 (ACK_BLOCKED) could
+-- not hold. Leases are now judged as the request found them. Otherwise a
+-- verbatim copy of 002's version: keep the two in step.
+create or replace function queen.log_ack_v1(p_group text, p_items jsonb) returns jsonb
+language plpgsql as $$
+declare
+  v_results   jsonb := '{}'::jsonb;
+  v_item      record;
+  v_cur       queen.cursors%rowtype;
+  v_stopped   uuid[] := '{}';
+  v_ended     jsonb := '{}'::jsonb;  -- pid -> {lease, last}: leases this request ended by failed/retry
+  v_lease_ok  boolean;
+  v_lease_last bigint;
+  v_head      bigint;
+  v_count     int;
+  v_limit     int;
+  v_released  boolean;
+  v_dlq       boolean;
+  v_res       jsonb;
+  v_out       jsonb := '[]'::jsonb;
+  i           int;
+begin
+  -- Missing cursor rows first, then every cursor row locked ascending (rank 5).
+  insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+  select distinct p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+    from jsonb_array_elements(p_items) e
+    join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId'
+    join queen.partitions p on p.id = m.partition_id
+  on conflict do nothing;
+  perform 1 from queen.cursors c
+   where c.consumer_group = p_group
+     and c.partition_id in (select (e->>'partitionId')::uuid from jsonb_array_elements(p_items) e)
+   order by c.partition_id, c.consumer_group for update;
+
+  for v_item in
+    select (e->>'idx')::int as idx, e->>'transactionId' as txid, (e->>'partitionId')::uuid as pid,
+           coalesce(e->>'status', 'completed') as status, (e->>'leaseId')::uuid as lease_id, e->>'error' as error,
+           m.msg_offset, p.name as partition_name, p.queue_name, q.options
+      from jsonb_array_elements(p_items) e
+      left join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId'
+      left join queen.partitions p on p.id = m.partition_id
+      left join queen.queues q on q.id = p.queue_id
+     order by m.partition_id nulls first, m.msg_offset, (e->>'idx')::int
+  loop
+    v_res := jsonb_build_object('index', v_item.idx, 'transactionId', v_item.txid, 'success', false, 'error', null,
+      'code', null, 'queueName', v_item.queue_name, 'partitionName', v_item.partition_name, 'leaseReleased', false,
+      'dlq', false, 'offset', v_item.msg_offset::text, 'alreadyAcked', false);
+
+    if v_item.msg_offset is null then
+      v_results := v_results || jsonb_build_object(v_item.idx::text,
+        v_res || '{"error":"Message not found","code":"MESSAGE_NOT_FOUND"}'::jsonb);
+      continue;
+    end if;
+
+    select * into v_cur from queen.cursors c where c.partition_id = v_item.pid and c.consumer_group = p_group;
+
+    if v_item.msg_offset <= v_cur.cursor_offset then
+      v_results := v_results || jsonb_build_object(v_item.idx::text, v_res || '{"success":true,"alreadyAcked":true}'::jsonb);
+      continue;
+    end if;
+
+    if v_item.lease_id is not null then
+      -- Fenced against the lease as the request found it: a failed/retry item
+      -- earlier in this request ending the lease must not turn the later items
+      -- of that lease into LEASE_EXPIRED (they are charged or ACK_BLOCKED).
+      v_lease_ok := v_cur.lease_id = v_item.lease_id and v_cur.lease_expires_at > now();
+      v_lease_last := v_cur.lease_last_offset;
+      if not coalesce(v_lease_ok, false) and (v_ended->(v_item.pid::text)->>'lease')::uuid = v_item.lease_id then
+        v_lease_ok := true;
+        v_lease_last := (v_ended->(v_item.pid::text)->>'last')::bigint;
+      end if;
+      if not coalesce(v_lease_ok, false) then
+        v_results := v_results || jsonb_build_object(v_item.idx::text,
+          v_res || '{"error":"Invalid or expired lease","code":"LEASE_EXPIRED"}'::jsonb);
+        continue;
+      end if;
+      if v_item.msg_offset > v_lease_last then
+        v_results := v_results || jsonb_build_object(v_item.idx::text,
+          v_res || '{"error":"Message is beyond what this lease delivered","code":"MESSAGE_NOT_LEASED"}'::jsonb);
+        continue;
+      end if;
+    end if;
+
+    v_limit := queen.queue_option_int(v_item.options, 'retryLimit', 3);
+    v_released := false;
+    v_dlq := false;
+
+    if v_item.pid = any(v_stopped) then
+      if v_item.status in ('completed', 'success', 'dlq') then
+        v_results := v_results || jsonb_build_object(v_item.idx::text, v_res || jsonb_build_object(
+          'error', 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered',
+          'code', 'ACK_BLOCKED'));
+        continue;
+      elsif v_item.status = 'failed' then
+        perform queen.log_charge_failure_v1(v_item.pid, p_group, v_item.msg_offset);
+      end if;
+    elsif v_item.status in ('completed', 'success') then
+      v_released := queen.log_move_cursor_v1(v_item.pid, p_group, v_item.msg_offset);
+    elsif v_item.status = 'dlq' then
+      v_count := coalesce((select f.retry_count from queen.failures f where f.partition_id = v_item.pid
+                            and f.consumer_group = p_group and f.msg_offset = v_item.msg_offset), 0);
+      perform queen.log_dead_letter_v1(v_item.pid, p_group, v_item.msg_offset, v_item.error, v_count);
+      v_released := queen.log_move_cursor_v1(v_item.pid, p_group, v_item.msg_offset);
+      v_dlq := true;
+    elsif v_item.status = 'failed' then
+      v_count := queen.log_charge_failure_v1(v_item.pid, p_group, v_item.msg_offset);
+      v_head := queen.log_advance_v1(v_item.pid, v_cur.cursor_offset, 1);
+      if v_head = v_item.msg_offset and v_count > v_limit then
+        perform queen.log_dead_letter_v1(v_item.pid, p_group, v_item.msg_offset, coalesce(v_item.error, 'Retries exhausted'), v_count);
+        v_released := queen.log_move_cursor_v1(v_item.pid, p_group, v_item.msg_offset);
+        v_dlq := true;
+      else
+        perform queen.log_release_lease_v1(v_item.pid, p_group);
+        v_released := v_cur.lease_id is not null;
+        if v_released then
+          v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
+        end if;
+        v_stopped := v_stopped || v_item.pid;
+      end if;
+    else -- retry
+      perform queen.log_release_lease_v1(v_item.pid, p_group);
+      v_released := v_cur.lease_id is not null;
+      if v_released then
+        v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
+      end if;
+      v_stopped := v_stopped || v_item.pid;
+    end if;
+
+    v_results := v_results || jsonb_build_object(v_item.idx::text,
+      v_res || jsonb_build_object('success', true, 'leaseReleased', v_released, 'dlq', v_dlq));
+  end loop;
+
+  for i in 0 .. jsonb_array_length(p_items) - 1 loop
+    v_out := v_out || jsonb_build_array(v_results->(i::text));
+  end loop;
+  return v_out;
+end
+$$;

@@ -1,0 +1,71 @@
+import type { FastifyInstance } from 'fastify';
+import { adminRoutes, QueenError, queueOptionDefaults, type ConfigureBody } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+/** QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key). */
+export function encryptionKeyConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return /^[0-9a-fA-F]{64}$/.test(env.QUEEN_ENCRYPTION_KEY ?? '');
+}
+
+/**
+ * The option patch to merge (PROTOCOL §5.1, fix): omitted options keep their
+ * value, `null` puts one option back to its default.
+ */
+function optionPatch(options: ConfigureBody['options']): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(options ?? {})) {
+    if (value === undefined) continue;
+    patch[name] = value === null ? queueOptionDefaults[name as keyof typeof queueOptionDefaults] : value;
+  }
+  return patch;
+}
+
+/**
+ * Creates the queue and its Default partition if absent, then merges the
+ * options in one UPDATE, so two concurrent configures of different options
+ * both land. Stored options always hold every option (defaults filled in).
+ */
+export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
+  if (body.options?.encryptionEnabled === true) {
+    // Checked before anything is written: the queue is neither created nor changed.
+    // Encryption at rest is not wired into every write path yet (push, transaction,
+    // cycle sink pushes, timer fires), so it is refused even with a key rather than
+    // stored as a flag that would leave payloads in plaintext.
+    const message = encryptionKeyConfigured()
+      ? 'encryption at rest is not available on this broker yet'
+      : 'requires QUEEN_ENCRYPTION_KEY (64 hex characters) on the broker';
+    throw new QueenError('VALIDATION_FAILED', `encryptionEnabled ${message}`, {
+      details: [{ field: 'body.options.encryptionEnabled', message }],
+    });
+  }
+  const patch = optionPatch(body.options);
+  for (let attempt = 0; ; attempt++) {
+    await ctx.partitions.ensure([{ queue: body.queue, partition: 'Default' }]);
+    const { rows } = await ctx.db.query<{ id: string; namespace: string | null; task: string | null; options: Record<string, unknown>; partition_id: string | null }>(
+      `update queen.queues q
+          set options = $2::jsonb || q.options || $3::jsonb,
+              namespace = coalesce($4, q.namespace),
+              task = coalesce($5, q.task),
+              updated_at = now()
+        where q.name = $1
+       returning q.id, q.namespace, q.task, q.options,
+                 (select p.id from queen.partitions p where p.queue_id = q.id and p.name = 'Default') as partition_id`,
+      [body.queue, JSON.stringify(queueOptionDefaults), JSON.stringify(patch), body.namespace ?? null, body.task ?? null],
+    );
+    const row = rows[0];
+    if (!row || !row.partition_id) {
+      // Deleted (queue, or its Default partition by cleanup) since our cached lookup: create it again.
+      ctx.partitions.forget(body.queue);
+      if (attempt < 2) continue;
+      throw new QueenError('INTERNAL_ERROR', 'queue vanished while being configured');
+    }
+    const options: Record<string, unknown> = {};
+    for (const name of Object.keys(queueOptionDefaults)) options[name] = row.options[name];
+    return { configured: true as const, queueId: row.id, partitionId: row.partition_id, queue: body.queue, namespace: row.namespace, task: row.task, options };
+  }
+}
+
+export function configureRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, adminRoutes.configure, async ({ body }) => configureQueue(ctx, body));
+}

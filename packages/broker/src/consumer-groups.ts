@@ -1,0 +1,94 @@
+import type { FastifyInstance } from 'fastify';
+import { adminRoutes } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+/** A group is Dead when it has lag and acked nothing for this long (PROTOCOL §5.9). */
+const DEAD_AFTER_S = 3600;
+/** A group is Lagging when its oldest pending message is at least this old. */
+const LAGGING_AT_S = 60;
+
+interface GroupRow {
+  name: string;
+  queues: { queue: string; lag: number; maxTimeLag: number }[];
+  members: number;
+  total_lag: string;
+  partitions_with_lag: number;
+  max_time_lag: number;
+  idle_s: number | null;
+}
+
+/**
+ * Per (group, partition): lag = head − max(cursor, first − 1) (retained
+ * messages not yet acked) and time lag = age of the oldest pending message;
+ * then rolled up per queue and per group.
+ */
+export async function listGroups(ctx: BrokerContext) {
+  const { rows } = await ctx.db.query<GroupRow>(
+    `with per as (
+       select c.consumer_group as grp, p.queue_name as queue,
+              greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0) as lag,
+              coalesce(floor(extract(epoch from now() - (
+                select m.created_at from queen.messages m
+                 where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+                 order by m.msg_offset limit 1))), 0)::bigint as time_lag,
+              case when c.lease_id is not null and c.lease_expires_at > now() then c.lease_id end as live_lease,
+              coalesce(c.last_acked_at, c.created_at) as last_ack
+         from queen.cursors c join queen.partitions p on p.id = c.partition_id
+     ), per_queue as (
+       select grp, queue, sum(lag)::bigint as lag, max(time_lag)::bigint as time_lag from per group by grp, queue
+     )
+     select g.grp as name,
+            (select json_agg(json_build_object('queue', pq.queue, 'lag', pq.lag, 'maxTimeLag', pq.time_lag) order by pq.queue)
+               from per_queue pq where pq.grp = g.grp) as queues,
+            g.members, g.total_lag::text as total_lag, g.partitions_with_lag, g.max_time_lag, g.idle_s
+       from (select grp, count(distinct live_lease)::int as members, sum(lag) as total_lag,
+                    count(*) filter (where lag > 0)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
+                    floor(extract(epoch from now() - max(last_ack)))::int as idle_s
+               from per group by grp) g
+      order by g.grp`,
+  );
+  return rows.map((r) => {
+    const totalLag = Number(r.total_lag);
+    const state = totalLag > 0 && (r.idle_s ?? 0) >= DEAD_AFTER_S ? 'Dead' : r.max_time_lag >= LAGGING_AT_S ? 'Lagging' : 'Stable';
+    return {
+      name: r.name,
+      topics: r.queues.map((q) => q.queue),
+      queues: r.queues.map((q) => ({ queue: q.queue, lag: Number(q.lag), maxTimeLag: Number(q.maxTimeLag) })),
+      members: r.members,
+      totalLag,
+      partitionsWithLag: r.partitions_with_lag,
+      maxTimeLag: r.max_time_lag,
+      state,
+    };
+  });
+}
+
+/**
+ * Group delete (PROTOCOL §5.9): cursors, leases and failure records go, on
+ * every queue or on the one named; subscriptions too with deleteMetadata
+ * (default true, as in the v1 API). DLQ entries stay. Idempotent: an unknown
+ * group or queue deletes nothing.
+ */
+export async function deleteGroup(ctx: BrokerContext, group: string, queue: string | null, deleteMetadata: boolean) {
+  let deleted = 0;
+  if (queue === null) {
+    const { rows } = await ctx.db.query<{ n: number }>('select queen.log_delete_group_v1($1, null, $2) as n', [group, deleteMetadata]);
+    deleted = rows[0]!.n;
+  } else {
+    const { rows } = await ctx.db.query<{ n: number | null }>(
+      'select queen.log_delete_group_v1($1, q.id, $3) as n from queen.queues q where q.name = $2',
+      [group, queue, deleteMetadata],
+    );
+    deleted = rows[0]?.n ?? 0;
+  }
+  return { success: true as const, consumerGroup: group, deletedPartitions: deleted, metadataDeleted: deleteMetadata };
+}
+
+export function consumerGroupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, adminRoutes.groupList, async () => listGroups(ctx));
+  registerRoute(app, adminRoutes.groupDelete, async ({ params, query }) => deleteGroup(ctx, params.group, null, query.deleteMetadata ?? true));
+  registerRoute(app, adminRoutes.groupQueueDelete, async ({ params, query }) =>
+    deleteGroup(ctx, params.group, params.queue, query.deleteMetadata ?? true),
+  );
+}

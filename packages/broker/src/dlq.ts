@@ -1,0 +1,66 @@
+import type { FastifyInstance } from 'fastify';
+import { adminRoutes, type DlqQuery } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+interface DlqRow {
+  id: string;
+  transactionId: string;
+  partitionId: string;
+  queue: string;
+  partition: string;
+  consumerGroup: string;
+  errorMessage: string | null;
+  retryCount: number;
+  data: unknown;
+  producerSub: string | null;
+  createdAt: string;
+  failedAt: string;
+  offset: string;
+  total: string;
+}
+
+/**
+ * GET /api/v1/dlq (PROTOCOL §5.8): newest failure first, with the message's
+ * identity and payload read from the retained message (a DLQ entry lives as
+ * long as its message), and the total matching count for pagination.
+ */
+export async function listDlq(ctx: BrokerContext, q: DlqQuery) {
+  const { rows } = await ctx.db.query<DlqRow>(
+    `select m.id, m.transaction_id as "transactionId", d.partition_id as "partitionId", p.queue_name as queue,
+            p.name as partition, d.consumer_group as "consumerGroup", d.error_message as "errorMessage",
+            d.retry_count as "retryCount", m.payload as data, m.producer_sub as "producerSub",
+            queen.iso(m.created_at) as "createdAt", queen.iso(d.failed_at) as "failedAt", d.msg_offset::text as offset,
+            count(*) over () as total
+       from queen.dlq d
+       join queen.partitions p on p.id = d.partition_id
+       join queen.messages m on m.partition_id = d.partition_id and m.msg_offset = d.msg_offset
+      where ($1::text is null or p.queue_name = $1)
+        and ($2::text is null or d.consumer_group = $2)
+        and ($3::text is null or p.name = $3)
+      order by d.failed_at desc, d.id desc
+      limit $4 offset $5`,
+    [q.queue ?? null, q.consumerGroup ?? null, q.partition ?? null, q.limit, q.offset],
+  );
+  let total = rows[0] ? Number(rows[0].total) : 0;
+  if (!rows[0] && q.offset > 0) {
+    // Past the last page: the window function saw no rows, count separately.
+    const { rows: c } = await ctx.db.query<{ n: string }>(
+      `select count(*) as n from queen.dlq d
+         join queen.partitions p on p.id = d.partition_id
+         join queen.messages m on m.partition_id = d.partition_id and m.msg_offset = d.msg_offset
+        where ($1::text is null or p.queue_name = $1) and ($2::text is null or d.consumer_group = $2) and ($3::text is null or p.name = $3)`,
+      [q.queue ?? null, q.consumerGroup ?? null, q.partition ?? null],
+    );
+    total = Number(c[0]!.n);
+  }
+  return {
+    messages: rows.map(({ total: _total, ...m }) => m),
+    pagination: { limit: q.limit, offset: q.offset },
+    total,
+  };
+}
+
+export function dlqRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, adminRoutes.dlq, async ({ query }) => listDlq(ctx, query));
+}

@@ -1,0 +1,117 @@
+import type pg from 'pg';
+import type { MaintenanceRunResult, MaintenanceTask } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+
+/**
+ * A maintenance task another feature owns (the KV's expiry purge, the timer
+ * catch-up): runs in a transaction of its own within the pass, under the
+ * maintenance lock, and answers its count
+ * (`kv.expiredPurged`, `timers.fired`).
+ */
+export type MaintenanceTaskRunner = (client: pg.PoolClient, ctx: BrokerContext) => Promise<number>;
+
+const featureTasks = new WeakMap<BrokerContext, Partial<Record<'kv' | 'timers', MaintenanceTaskRunner>>>();
+
+/** Called by a feature plugin when it is composed into a broker. */
+export function setMaintenanceTask(ctx: BrokerContext, task: 'kv' | 'timers', run: MaintenanceTaskRunner): void {
+  featureTasks.set(ctx, { ...featureTasks.get(ctx), [task]: run });
+}
+
+/** Transaction-level advisory lock: one maintenance pass at a time across every replica. */
+const MAINTENANCE_LOCK = 7_163_265_004;
+
+export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers'];
+
+/**
+ * One maintenance pass (PROTOCOL §3.9): retention drops whole segments by the
+ * queue's time / completed / max-wait rules, then partitions with no retained
+ * message and no push for QUEEN_PARTITION_CLEANUP_S are deleted unless a
+ * stream state row or a live lease vetoes it; then the tasks other features
+ * registered (setMaintenanceTask). Each step is its own transaction, so each
+ * takes its locks in the order of §4 from scratch, and each holds the
+ * maintenance advisory lock: `wait` false skips the step when another replica
+ * is in one (the periodic service), true waits for it (the /run route).
+ * Answers null when the service skipped the pass.
+ */
+export async function runMaintenance(
+  ctx: BrokerContext,
+  tasks: MaintenanceTask[] = allMaintenanceTasks,
+  wait = true,
+): Promise<MaintenanceRunResult | null> {
+  const step = <T>(fn: (client: pg.PoolClient) => Promise<T>) =>
+    ctx.db.transaction(async (client): Promise<{ value: T } | null> => {
+      if (wait) await client.query('select pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
+      else {
+        const { rows } = await client.query<{ ok: boolean }>('select pg_try_advisory_xact_lock($1) as ok', [MAINTENANCE_LOCK]);
+        if (!rows[0]!.ok) return null;
+      }
+      return { value: await fn(client) };
+    });
+
+  const out: MaintenanceRunResult = {
+    success: true,
+    retention: { segmentsDropped: 0, messagesDropped: 0 },
+    partitions: { deleted: 0, vetoed: 0 },
+    kv: { expiredPurged: 0 },
+    timers: { fired: 0 },
+  };
+  if (tasks.includes('retention')) {
+    const r = await step(async (client) => {
+      const { rows } = await client.query<{ r: { segmentsDropped: number; messagesDropped: number } }>('select queen.log_retention_v1() as r');
+      return rows[0]!.r;
+    });
+    if (!r) return null;
+    out.retention = { segmentsDropped: Number(r.value.segmentsDropped), messagesDropped: Number(r.value.messagesDropped) };
+  }
+  if (tasks.includes('partitions')) {
+    const r = await step(async (client) => {
+      const { rows } = await client.query<{ r: { deleted: number; vetoed: number; queues: string[] } }>(
+        'select queen.log_partition_cleanup_v1($1) as r',
+        [ctx.config.partitionCleanupS],
+      );
+      return rows[0]!.r;
+    });
+    if (!r) return null;
+    out.partitions = { deleted: r.value.deleted, vetoed: r.value.vetoed };
+    // Deleted partitions are stale in this broker's id cache.
+    for (const queue of r.value.queues) ctx.partitions.forget(queue);
+  }
+  const extra = featureTasks.get(ctx) ?? {};
+  if (tasks.includes('kv') && extra.kv) {
+    const r = await step((client) => extra.kv!(client, ctx));
+    if (r) out.kv = { expiredPurged: r.value };
+  }
+  if (tasks.includes('timers') && extra.timers) {
+    const r = await step((client) => extra.timers!(client, ctx));
+    if (r) out.timers = { fired: r.value };
+  }
+  return out;
+}
+
+/**
+ * The retention service: a pass every QUEEN_RETENTION_INTERVAL_MS on every
+ * replica; the advisory lock lets only one of them work at a time, the
+ * others skip that tick.
+ */
+export function retentionService(ctx: BrokerContext): { stop(): Promise<void> } {
+  let running: Promise<unknown> | undefined;
+  const tick = () => {
+    if (running || ctx.shutdown.aborted) return;
+    running = runMaintenance(ctx, allMaintenanceTasks, false)
+      .then((r) => {
+        if (r && (r.retention.segmentsDropped || r.partitions.deleted)) ctx.log.info(r, 'maintenance pass');
+      })
+      .catch((err) => ctx.log.warn({ err }, 'maintenance pass failed'))
+      .finally(() => {
+        running = undefined;
+      });
+  };
+  const timer = setInterval(tick, Math.max(ctx.config.retentionIntervalMs, 1000));
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,67 @@
+import type { FastifyInstance } from 'fastify';
+import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { registerRoute } from './http.js';
+
+/** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
+const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
+
+/**
+ * Commits one cycle element (PROTOCOL §7.4) through
+ * queen.log_streams_cycle_v1: state ops, sink pushes and the source ack in one
+ * transaction, all or nothing. Sink queues and partitions are created first in
+ * their own statement (PROTOCOL §4: auto-creation commits before the main
+ * transaction), so the procedure only takes append locks. Element outcomes,
+ * failures included, are answers, not errors.
+ */
+export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
+  for (let attempt = 0; ; attempt++) {
+    let pushItems: Record<string, unknown>[] = [];
+    if (body.push_items.length > 0) {
+      const dir = await ctx.partitions.ensure(body.push_items.map((i) => ({ queue: i.queue, partition: i.partition })));
+      pushItems = body.push_items.map((i) => ({ ...i, partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId }));
+    }
+    const element = {
+      idx: 0,
+      query_id: body.query_id,
+      partition_id: body.partition_id,
+      consumer_group: body.consumer_group,
+      state_ops: body.state_ops,
+      push_items: pushItems,
+      ack: body.ack,
+      release_lease: body.release_lease,
+      // Stamped by the server (PROTOCOL §1.4); never taken from the body.
+      producer_sub: producerSub,
+    };
+    let out: { idx: number; result: CycleResult }[];
+    try {
+      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>('select queen.log_streams_cycle_v1($1::jsonb) as r', [
+        JSON.stringify([element]),
+      ]);
+      out = rows[0]!.r;
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      // A cached sink partition was deleted under us (queue delete on another broker): re-create and retry once.
+      if (code === 'P0002' && attempt === 0) {
+        ctx.partitions.forget();
+        continue;
+      }
+      if (code && UNSTORABLE_INPUT.has(code)) {
+        throw new QueenError('VALIDATION_FAILED', 'Request contains text or JSON PostgreSQL cannot store (e.g. U+0000)', {
+          details: [{ field: 'body', message: 'contains a value PostgreSQL cannot store (e.g. U+0000)' }],
+        });
+      }
+      throw err;
+    }
+    const result = out[0]!.result;
+    if (result.success) {
+      for (const queue of new Set(result.push_results.filter((p) => p.status === 'queued').map((p) => p.queueName))) ctx.notifier.notify(queue);
+      if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
+    }
+    return result;
+  }
+}
+
+export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => runCycle(ctx, body, request.principal?.subject ?? null));
+}

@@ -1,0 +1,2 @@
+export { main } from './main.js';
+export { processIO, type CliIO } from './io.js';

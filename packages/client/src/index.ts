@@ -1,0 +1,6 @@
+export { Queen, type QueenOptions, type AckInput, type AckOptions } from './queen.js';
+export { QueueHandle, isPushInput, type PushInput, type PopOptions } from './queue-handle.js';
+export { consume, type Consumer, type ConsumeOptions, type MessageHandler, type BatchHandler } from './consume.js';
+export { withQuery, type RequestOptions, type QueryValue } from './transport.js';
+export { errorFromResponse } from './errors.js';
+export { QueenError, type ErrorCode, type PopResponse, type PoppedMessage, type PushResult, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';

@@ -1,0 +1,142 @@
+import type { Dispatcher } from 'undici';
+import { QueenError, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
+import { QueueHandle } from './queue-handle.js';
+import { Transport, type RequestOptions } from './transport.js';
+
+/** Options of {@link Queen}. */
+export interface QueenOptions {
+  /** Broker base URL, e.g. `http://localhost:6632`. */
+  url: string;
+  /** Sent as `Authorization: Bearer <token>` (API key or JWT) when set. */
+  bearerToken?: string;
+  /** Per-attempt timeout, ms. A long-poll pop gets its own wait on top. Default 30000. */
+  timeoutMs?: number;
+  /** Extra attempts for a retryable failure (see README "Retries"). Default 3. */
+  retries?: number;
+  /** First backoff delay, ms; doubles per attempt, full jitter. Default 100. */
+  retryBaseMs?: number;
+  /** Largest backoff delay, ms. Default 3000. */
+  retryMaxMs?: number;
+  /** An undici dispatcher to use instead of the client's own keep-alive Agent. */
+  dispatcher?: Dispatcher;
+}
+
+/** What to acknowledge: a popped message works as is (its extra fields are ignored). */
+export interface AckInput {
+  transactionId: string;
+  partitionId: string;
+  /** Fences the ack to the lease that delivered it; `""` (autoAck pops) counts as absent. */
+  leaseId?: string;
+  /** Default: the options' status, else `completed`. */
+  status?: AckStatus;
+  /** Failure text stored with a `failed`/`dlq` ack. */
+  error?: string;
+  /** Taken as the group when the options name none (popped messages carry it). */
+  consumerGroup?: string;
+}
+
+export interface AckOptions {
+  /** Consumer group; default the items' `consumerGroup`, else the queue-mode group. */
+  consumerGroup?: string;
+  /** Status for items that carry none. Default `completed`. */
+  status?: AckStatus;
+  /** Error text for items that carry none. */
+  error?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * A client of one broker. Every method goes through {@link Queen.request}:
+ * JSON over a keep-alive undici agent, typed {@link QueenError} on any non-2xx,
+ * retries only where resending is safe. Call {@link Queen.close} when done.
+ */
+export class Queen {
+  readonly url: string;
+  private readonly transport: Transport;
+
+  constructor(options: QueenOptions) {
+    if (!options?.url) throw new TypeError('new Queen({ url }) needs the broker URL');
+    this.url = options.url;
+    this.transport = new Transport({
+      url: options.url,
+      bearerToken: options.bearerToken,
+      timeoutMs: options.timeoutMs ?? 30000,
+      retries: options.retries ?? 3,
+      baseMs: options.retryBaseMs ?? 100,
+      maxMs: options.retryMaxMs ?? 3000,
+      dispatcher: options.dispatcher,
+    });
+  }
+
+  /**
+   * One JSON call to any broker route (the streams SDK uses it for
+   * `/streams/v1/*`). Resolves the parsed body, or `null` for a 204; rejects
+   * with a {@link QueenError} carrying the server's `code`, `status`, `details`
+   * and other body fields in `extra`; connection failures that outlast the
+   * retries reject with undici's error (it has a `code`).
+   */
+  request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    return this.transport.send<T>(method, path, options);
+  }
+
+  /** A handle on one queue (created by the broker on first push). */
+  queue(name: string): QueueHandle {
+    return new QueueHandle(this, name);
+  }
+
+  /**
+   * Acknowledges one message (POST /api/v1/ack) or many (POST /api/v1/ack/batch,
+   * one transaction). Results come back in input order, one per item, with
+   * per-item `success`/`code`. Retried on failure: a repeated ack answers
+   * `alreadyAcked:true` instead of applying twice.
+   */
+  async ack(items: AckInput | AckInput[], options: AckOptions = {}): Promise<AckResult[]> {
+    const list = Array.isArray(items) ? items : [items];
+    if (list.length === 0) return [];
+    const groups = new Set(list.map((i) => i.consumerGroup).filter((g): g is string => !!g));
+    if (!options.consumerGroup && groups.size > 1) {
+      throw new QueenError('VALIDATION_FAILED', 'ack items belong to several consumer groups; ack them per group', {
+        details: [{ field: 'consumerGroup', message: `items name ${[...groups].join(', ')}` }],
+      });
+    }
+    const consumerGroup = options.consumerGroup ?? [...groups][0];
+    const wire = list.map((i) => ({
+      transactionId: i.transactionId,
+      partitionId: i.partitionId,
+      status: i.status ?? options.status ?? 'completed',
+      ...(i.leaseId ? { leaseId: i.leaseId } : {}),
+      ...((i.error ?? options.error) !== undefined ? { error: i.error ?? options.error } : {}),
+    }));
+    if (wire.length === 1) {
+      return this.request<AckResult[]>('POST', '/api/v1/ack', {
+        body: { ...wire[0], ...(consumerGroup ? { consumerGroup } : {}) },
+        idempotent: true,
+        signal: options.signal,
+      });
+    }
+    return this.request<AckResult[]>('POST', '/api/v1/ack/batch', {
+      body: { ...(consumerGroup ? { consumerGroup } : {}), acknowledgments: wire },
+      idempotent: true,
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Pushes a live lease's expiry to at least now + `seconds` (1..86400,
+   * default 60). An expired lease is never revived: the result then has
+   * `success:false, code:"LEASE_EXPIRED"` (or `LEASE_NOT_FOUND`).
+   */
+  async extendLease(leaseId: string, seconds = 60, options: { signal?: AbortSignal } = {}): Promise<LeaseExtendResult> {
+    const out = await this.request<LeaseExtendResult[]>('POST', `/api/v1/lease/${encodeURIComponent(leaseId)}/extend`, {
+      body: { seconds },
+      idempotent: true,
+      signal: options.signal,
+    });
+    return out[0]!;
+  }
+
+  /** Closes the keep-alive connections. */
+  close(): Promise<void> {
+    return this.transport.close();
+  }
+}

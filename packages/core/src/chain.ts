@@ -1,0 +1,142 @@
+import type { Json, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
+import type { Reducer } from './reducer.js';
+import { chainError } from './chain-error.js';
+import { SEP } from './keys.js';
+
+/** Window options after defaults and checks; durations in ms. */
+export interface ResolvedWindowOptions {
+  idleFlushMs: number;
+  gracePeriodMs: number;
+  allowedLatenessMs: number;
+  /** Seconds as given, for the config hash. */
+  allowedLateness: number;
+  onLate: 'drop' | 'include';
+  eventTime?: (value: any) => unknown;
+}
+
+/** One link of an operator chain, in the order it was built. */
+export type ChainStage =
+  | { type: 'pipe'; stage: PipeStage }
+  | { type: 'window'; plugin: WindowPlugin; options: ResolvedWindowOptions }
+  | { type: 'reduce'; reducer: Reducer }
+  | { type: 'sink'; sink: SinkPlugin };
+
+function describe(stage: ChainStage): string {
+  switch (stage.type) {
+    case 'pipe':
+      return `.${stage.stage.kind}()`;
+    case 'window':
+      return `the ${stage.plugin.kind} window`;
+    case 'reduce':
+      return `.${stage.reducer.kind}()`;
+    case 'sink':
+      return `.to()`;
+  }
+}
+
+/**
+ * The build-time rules (S1, S2): each is checked when the offending link is
+ * appended, so the error is thrown synchronously by the call that broke the
+ * chain. Whole-chain rules live in `compile.ts`.
+ */
+export function checkAppend(chain: readonly ChainStage[], next: ChainStage): void {
+  const label = describe(next);
+  const sink = chain.find((s) => s.type === 'sink');
+  if (sink) throw chainError(`${label} cannot follow ${sink.sink.kind === 'foreach' ? '.foreach()' : '.to()'}: a sink must be the last operator`);
+  const hasGate = chain.some((s) => s.type === 'pipe' && s.stage.kind === 'gate');
+  const hasWindow = chain.some((s) => s.type === 'window');
+  const hasReducer = chain.some((s) => s.type === 'reduce');
+
+  if (next.type === 'pipe') {
+    const stage = next.stage;
+    if (stage === null || typeof stage !== 'object' || typeof stage.kind !== 'string' || stage.kind === '') {
+      throw chainError('.pipe() takes a stage object with a kind');
+    }
+    if (stage.kind === 'gate') {
+      if (typeof (stage as { evaluate?: unknown }).evaluate !== 'function') throw chainError('.gate() requires a function');
+      if (hasGate) throw chainError('only one .gate() per stream: chain two streams if you need two decisions');
+      if (hasWindow || hasReducer) throw chainError('.gate() is incompatible with a window and reducer in the same stream');
+    } else if (stage.kind === 'keyBy') {
+      if (typeof (stage as { key?: unknown }).key !== 'function') throw chainError('.keyBy() requires a function');
+      if (hasGate) throw chainError('.keyBy() must come before the gate');
+      if (hasWindow) throw chainError('.keyBy() must come before the window');
+    } else if (typeof (stage as { transform?: unknown }).transform !== 'function') {
+      throw chainError(`.${stage.kind}() requires a function`);
+    }
+    return;
+  }
+  if (next.type === 'window') {
+    if (hasWindow) throw chainError('only one window per stream');
+    if (hasGate) throw chainError('a window is incompatible with .gate() in the same stream');
+    return;
+  }
+  if (next.type === 'reduce') {
+    if (!hasWindow) throw chainError(`.${next.reducer.kind}() requires a preceding window`);
+    if (hasReducer) throw chainError('only one reduce() or aggregate() per stream');
+    return;
+  }
+  const s = next.sink;
+  if (s === null || typeof s !== 'object' || typeof s.kind !== 'string' || (typeof s.toPushItems !== 'function' && typeof s.effect !== 'function')) {
+    throw chainError('.to() takes a sink plugin with toPushItems() or effect()');
+  }
+}
+
+function nonNegative(options: Record<string, unknown>, name: string, fallback: number): number {
+  const v = options[name];
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw chainError(`${name} must be a non-negative number, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** Core's window option checks (S3, S4 defaults); the plugin checks its own. */
+export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
+  if (plugin === null || typeof plugin !== 'object') throw chainError('.window() takes a window plugin');
+  if (typeof plugin.kind !== 'string' || typeof plugin.tag !== 'string' || plugin.tag === '' || plugin.tag.includes(SEP) || plugin.tag.startsWith('__')) {
+    throw chainError('a window plugin needs a kind and a tag without U+001F that does not start with "__"');
+  }
+  if (typeof plugin.assign !== 'function') throw chainError(`window plugin "${plugin.kind}" has no assign()`);
+  const opts = (options ?? {}) as Record<string, unknown>;
+  if (typeof opts !== 'object') throw chainError('window options must be an object');
+  const idleFlushMs = nonNegative(opts, 'idleFlushMs', plugin.defaultIdleFlushMs);
+  const gracePeriod = nonNegative(opts, 'gracePeriod', 0);
+  const allowedLateness = nonNegative(opts, 'allowedLateness', 0);
+  const onLate = opts.onLate ?? 'drop';
+  if (onLate !== 'drop' && onLate !== 'include') throw chainError(`onLate must be "drop" or "include", got ${JSON.stringify(onLate)}`);
+  if (opts.eventTime !== undefined && typeof opts.eventTime !== 'function') throw chainError('eventTime must be a function');
+  return {
+    idleFlushMs,
+    gracePeriodMs: Math.round(gracePeriod * 1000),
+    allowedLatenessMs: Math.round(allowedLateness * 1000),
+    allowedLateness,
+    onLate,
+    eventTime: opts.eventTime as ResolvedWindowOptions['eventTime'],
+  };
+}
+
+/**
+ * The chain's STRUCTURE as JSON (S5): operator kinds in order, window shape,
+ * reducer kind and aggregate field names, sink shape, eventTime presence,
+ * allowedLateness and onLate. Never closures, idleFlushMs or gracePeriod:
+ * those can change on a redeploy without invalidating stored accumulators.
+ */
+export function chainStructure(chain: readonly ChainStage[]): Json {
+  return chain.map((s): Json => {
+    switch (s.type) {
+      case 'pipe':
+        return s.stage.kind === 'keyBy' ? { op: 'keyBy' } : { op: s.stage.kind, shape: (s.stage as { shape?: Json }).shape ?? null };
+      case 'window':
+        return {
+          op: 'window',
+          kind: s.plugin.kind,
+          shape: s.plugin.shape ?? null,
+          eventTime: s.options.eventTime !== undefined,
+          allowedLateness: s.options.allowedLateness,
+          onLate: s.options.onLate,
+        };
+      case 'reduce':
+        return { op: s.reducer.kind, fields: [...s.reducer.fields] };
+      case 'sink':
+        return { op: 'sink', kind: s.sink.kind, shape: s.sink.shape ?? null };
+    }
+  });
+}

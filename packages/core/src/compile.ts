@@ -1,0 +1,77 @@
+import type { GateStage, Json, KeyByStage, SinkPlugin, TransformStage, WindowPlugin } from './plugins.js';
+import type { Reducer } from './reducer.js';
+import { chainStructure, type ChainStage, type ResolvedWindowOptions } from './chain.js';
+import { chainError } from './chain-error.js';
+import { configHash } from './config-hash.js';
+
+/** A stage that runs per value before a window or gate. */
+export type PreStage = TransformStage | KeyByStage;
+
+/**
+ * A validated chain, split into what the runner executes: the per-message
+ * operators, then a window+reducer OR a gate OR nothing (stateless), then the
+ * post operators and the sink.
+ */
+export interface CompiledQuery {
+  /** 64 lowercase hex, sent as `config_hash` on register. */
+  readonly configHash: string;
+  /** The JSON the hash is computed from. */
+  readonly structure: Json;
+  readonly sourceQueue: string;
+  readonly sinkQueue: string | null;
+  readonly shape: 'window' | 'gate' | 'stateless';
+  readonly pre: readonly PreStage[];
+  readonly window?: { plugin: WindowPlugin; options: ResolvedWindowOptions };
+  readonly reducer?: Reducer;
+  readonly gate?: GateStage;
+  readonly post: readonly TransformStage[];
+  readonly sink?: SinkPlugin;
+}
+
+/** Whole-chain rules (S4) and the split; throws before any HTTP request. */
+export function compileChain(sourceQueue: string, chain: readonly ChainStage[]): CompiledQuery {
+  const pre: PreStage[] = [];
+  const post: TransformStage[] = [];
+  let window: CompiledQuery['window'];
+  let reducer: Reducer | undefined;
+  let gate: GateStage | undefined;
+  let sink: SinkPlugin | undefined;
+  for (let i = 0; i < chain.length; i++) {
+    const s = chain[i]!;
+    if (s.type === 'window') {
+      const next = chain[i + 1];
+      if (!next || next.type !== 'reduce') {
+        throw chainError(`the ${s.plugin.kind} window requires a downstream .reduce() or .aggregate() directly after it`);
+      }
+      if (typeof s.plugin.merge === 'function') {
+        throw chainError(`window "${s.plugin.kind}" merges windows, which this version of @queen-mq/core cannot run`);
+      }
+      window = { plugin: s.plugin, options: s.options };
+    } else if (s.type === 'reduce') {
+      reducer = s.reducer;
+    } else if (s.type === 'sink') {
+      sink = s.sink;
+    } else if (s.stage.kind === 'gate') {
+      gate = s.stage as GateStage;
+    } else if (window || gate) {
+      // keyBy after a window or gate is rejected when it is appended.
+      post.push(s.stage as TransformStage);
+    } else {
+      pre.push(s.stage as PreStage);
+    }
+  }
+  const structure = chainStructure(chain);
+  return {
+    configHash: configHash(structure),
+    structure,
+    sourceQueue,
+    sinkQueue: sink?.sinkQueue ?? null,
+    shape: window ? 'window' : gate ? 'gate' : 'stateless',
+    pre,
+    window,
+    reducer,
+    gate,
+    post,
+    sink,
+  };
+}

@@ -1,0 +1,201 @@
+import type { SourceMessage } from './source-message.js';
+import type { CycleRequest, CycleResponse, StateOp, StateRow } from './wire.js';
+import type { RunnerContext } from './runner-context.js';
+import { rowsByKey } from './state-api.js';
+import { runPostStages, runPreStages, OperatorError } from './pre-ops.js';
+import { sinkOutputs, type SinkOutput } from './sink-output.js';
+import { batchClock, foldWindowBatch, prepareWindowBatch, type WindowEmit } from './window-batch.js';
+import { evaluateGateBatch, GateEvalError, prepareGateBatch } from './gate-batch.js';
+import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
+import { messageIdentity } from './transaction-id.js';
+
+/** The messages one pop delivered from one partition, under one lease. */
+export interface PartitionBatch {
+  partitionId: string;
+  partition: string;
+  leaseId: string;
+  messages: SourceMessage[];
+}
+
+/** How often a batch is recomputed after VERSION_CONFLICT before it is left to the lease. */
+const MAX_CONFLICT_RETRIES = 8;
+
+/** Outcome codes that mean "this batch's lease is gone": nothing applied, the batch comes back. */
+const LEASE_LOST = new Set(['LEASE_EXPIRED', 'ALREADY_ACKED', 'MESSAGE_NOT_FOUND', 'MESSAGE_NOT_LEASED', 'ACK_COUNT_MISMATCH']);
+
+export function emitOutputs(rt: RunnerContext, partitionId: string, partition: string, emits: readonly WindowEmit[]): SinkOutput[] {
+  return emits.map((e) => {
+    const ctx = { partition, partitionId, key: e.userKey, windowKey: e.windowKey, windowStart: e.windowStart, windowEnd: e.windowEnd };
+    return { identity: e.identity, values: runPostStages(rt.plan.post, e.value, ctx), ctx };
+  });
+}
+
+async function send(rt: RunnerContext, body: CycleRequest): Promise<CycleResponse> {
+  return rt.api.cycle(body);
+}
+
+function baseBody(rt: RunnerContext, batch: PartitionBatch, stateOps: StateOp[], pushItems: CycleRequest['push_items']): Omit<CycleRequest, 'ack'> {
+  return { query_id: rt.queryId, partition_id: batch.partitionId, consumer_group: rt.consumerGroup, state_ops: stateOps, push_items: pushItems };
+}
+
+function lost(rt: RunnerContext, batch: PartitionBatch, res: CycleResponse): void {
+  rt.events.emit('lease:lost', { partitionId: batch.partitionId, leaseId: batch.leaseId, code: res.code ?? 'UNKNOWN' });
+}
+
+/**
+ * One cycle for one partition's batch: read the state it needs, run the
+ * operators, commit state ops + sink pushes + ack in one request. Never
+ * throws: failures go to onError and leave the batch to its lease.
+ */
+export async function processPartitionBatch(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  try {
+    if (rt.plan.shape === 'window') await windowCycle(rt, batch);
+    else if (rt.plan.shape === 'gate') await gateCycle(rt, batch);
+    else await statelessCycle(rt, batch);
+  } catch (err) {
+    const phase = err instanceof GateEvalError ? 'gate-eval' : err instanceof OperatorError ? 'operator' : 'cycle';
+    rt.report(err, { phase, partitionId: batch.partitionId });
+  }
+}
+
+async function windowCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  const { plan } = rt;
+  const { plugin, options } = plan.window!;
+  rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: Date.now() });
+  const prepared = prepareWindowBatch(plan, batch.messages);
+  for (const s of prepared.skipped) rt.report(s.error, { phase: 'window-apply', partitionId: batch.partitionId, offset: s.message.offset });
+  const last = batch.messages[batch.messages.length - 1]!;
+  const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
+
+  for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES && !rt.isStopped(); attempt++) {
+    let stored: Map<string, StateRow>;
+    let ripeRows: StateRow[] = [];
+    let clock: number | undefined;
+    try {
+      stored = rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: batch.partitionId, keys }));
+      clock = batchClock(plan, prepared, stored);
+      if (clock !== undefined) {
+        ripeRows = await rt.api.stateGet({
+          query_id: rt.queryId,
+          partition_id: batch.partitionId,
+          key_prefix: windowKeyPrefix(plugin.tag),
+          ripe_at_or_before: clock - options.gracePeriodMs,
+        });
+      }
+    } catch (err) {
+      rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
+      return;
+    }
+    const fold = foldWindowBatch(plan, prepared, stored, ripeRows, clock);
+    const outputs = emitOutputs(rt, batch.partitionId, batch.partition, fold.emits);
+    const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
+    const res = await send(rt, {
+      ...baseBody(rt, batch, fold.stateOps, pushItems),
+      ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
+      release_lease: true,
+    });
+    if (res.success) {
+      rt.metrics.cyclesTotal += 1;
+      rt.metrics.messagesTotal += batch.messages.length;
+      rt.metrics.lateEventsTotal += fold.lateDropped;
+      rt.events.emit('cycle:commit', {
+        partitionId: batch.partitionId,
+        partition: batch.partition,
+        messages: batch.messages.length,
+        stateOps: fold.stateOps.length,
+        pushes: pushItems.length,
+        emits: fold.emits.length,
+      });
+      return;
+    }
+    if (res.code === 'VERSION_CONFLICT') continue; // a flush or another writer moved a row: reload and recompute
+    if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
+    rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+    return;
+  }
+}
+
+async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  const { plan } = rt;
+  const prepared = prepareGateBatch(plan, batch.messages);
+  for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES && !rt.isStopped(); attempt++) {
+    let stored: Map<string, StateRow>;
+    try {
+      stored = rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: batch.partitionId, keys: prepared.keys }));
+    } catch (err) {
+      rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
+      return;
+    }
+    const result = evaluateGateBatch(plan, prepared, stored);
+    if (result.denied) rt.metrics.gateDenialsTotal += 1;
+    // First message denied: no request at all; the lease expires and the batch returns in order.
+    if (result.allowedMessages === 0) return;
+    const outputs: SinkOutput[] = result.outputs.map((o) => ({
+      identity: o.identity,
+      values: o.values,
+      ctx: { partition: batch.partition, partitionId: batch.partitionId, key: o.key, offset: o.message.offset },
+    }));
+    const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
+    const lastAllowed = batch.messages[result.allowedMessages - 1]!;
+    const res = await send(rt, {
+      ...baseBody(rt, batch, result.stateOps, pushItems),
+      ack: {
+        transactionId: lastAllowed.transactionId,
+        leaseId: batch.leaseId,
+        status: 'completed',
+        ...(result.denied ? { count: result.allowedMessages } : {}),
+      },
+      // A deny keeps the lease: the denied tail stays leased and returns, in order, when it expires.
+      release_lease: !result.denied,
+    });
+    if (res.success) {
+      rt.metrics.cyclesTotal += 1;
+      rt.metrics.messagesTotal += result.allowedMessages;
+      rt.metrics.gateAllowsTotal += result.allows;
+      rt.events.emit('cycle:commit', {
+        partitionId: batch.partitionId,
+        partition: batch.partition,
+        messages: result.allowedMessages,
+        stateOps: result.stateOps.length,
+        pushes: pushItems.length,
+        emits: result.outputs.length,
+      });
+      return;
+    }
+    if (res.code === 'VERSION_CONFLICT') continue;
+    if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
+    rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+    return;
+  }
+}
+
+async function statelessCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  const { plan } = rt;
+  const outputs: SinkOutput[] = batch.messages.map((m) => ({
+    identity: messageIdentity(m.offset),
+    values: runPreStages(plan.pre, m).map((v) => v.value),
+    ctx: { partition: batch.partition, partitionId: batch.partitionId, key: m.partitionId, offset: m.offset },
+  }));
+  const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
+  const last = batch.messages[batch.messages.length - 1]!;
+  const res = await send(rt, {
+    ...baseBody(rt, batch, [], pushItems),
+    ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
+    release_lease: true,
+  });
+  if (res.success) {
+    rt.metrics.cyclesTotal += 1;
+    rt.metrics.messagesTotal += batch.messages.length;
+    rt.events.emit('cycle:commit', {
+      partitionId: batch.partitionId,
+      partition: batch.partition,
+      messages: batch.messages.length,
+      stateOps: 0,
+      pushes: pushItems.length,
+      emits: outputs.length,
+    });
+    return;
+  }
+  if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
+  rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+}

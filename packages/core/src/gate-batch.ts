@@ -1,0 +1,105 @@
+import type { CompiledQuery } from './compile.js';
+import type { GateDecision } from './plugins.js';
+import type { SourceMessage } from './source-message.js';
+import type { StateOp, StateRow } from './wire.js';
+import { runPostStages, runPreStages, type KeyedValue } from './pre-ops.js';
+import { gateStateKey } from './keys.js';
+import { messageIdentity } from './transaction-id.js';
+
+/** Thrown when a gate throws or answers something other than a boolean or {allow}. */
+export class GateEvalError extends Error {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'GateEvalError';
+  }
+}
+
+export interface PreparedGateBatch {
+  perMessage: { message: SourceMessage; values: KeyedValue[] }[];
+  /** State keys the gate will read (escaped user keys). */
+  keys: string[];
+}
+
+/** An output of an allowed message, before the sink. */
+export interface GateOutput {
+  identity: string;
+  values: unknown[];
+  message: SourceMessage;
+  key: string;
+}
+
+export interface GateResult {
+  stateOps: StateOp[];
+  outputs: GateOutput[];
+  /** Messages allowed before the first deny (all of them when none denied). */
+  allowedMessages: number;
+  /** Gate evaluations that allowed, within the allowed prefix. */
+  allows: number;
+  denied: boolean;
+}
+
+export function prepareGateBatch(plan: CompiledQuery, messages: readonly SourceMessage[]): PreparedGateBatch {
+  const perMessage = messages.map((message) => ({ message, values: runPreStages(plan.pre, message) }));
+  const keys = new Set<string>();
+  for (const m of perMessage) for (const v of m.values) keys.add(gateStateKey(v.key));
+  return { perMessage, keys: [...keys] };
+}
+
+function decide(decision: GateDecision | unknown): boolean {
+  if (decision === true || decision === false) return decision;
+  if (decision !== null && typeof decision === 'object' && typeof (decision as { allow?: unknown }).allow === 'boolean') {
+    return (decision as { allow: boolean }).allow;
+  }
+  throw new GateEvalError(`gate returned ${JSON.stringify(decision)}; expected a boolean or {allow: boolean}`);
+}
+
+/**
+ * Evaluates the gate per message in source order (PROTOCOL §7.6). Each
+ * evaluation sees a copy of its key's row; an allow keeps the copy, a deny
+ * throws away every mutation of that message and stops the batch.
+ */
+export function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedGateBatch, stored: ReadonlyMap<string, StateRow>): GateResult {
+  const gate = plan.gate!;
+  let working = new Map<string, Record<string, any>>();
+  const outputs: GateOutput[] = [];
+  let allowedMessages = 0;
+  let allows = 0;
+  let denied = false;
+  for (const { message, values } of prepared.perMessage) {
+    const attempt = new Map(working);
+    const messageOutputs: unknown[] = [];
+    let messageAllows = 0;
+    let key = message.partitionId;
+    for (const v of values) {
+      const stateKey = gateStateKey(v.key);
+      const current = attempt.get(stateKey) ?? stored.get(stateKey)?.value ?? {};
+      const state = structuredClone(current) as Record<string, any>;
+      let allow: boolean;
+      try {
+        allow = decide(gate.evaluate(v.value, { state, streamTimeMs: Date.now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
+      } catch (err) {
+        if (err instanceof GateEvalError) throw err;
+        throw new GateEvalError(`gate threw: ${err instanceof Error ? err.message : String(err)}`, err);
+      }
+      if (!allow) {
+        denied = true;
+        break;
+      }
+      messageAllows += 1;
+      attempt.set(stateKey, state);
+      key = v.key;
+      const ctx = { partition: message.partition, partitionId: message.partitionId, key: v.key, offset: message.offset };
+      messageOutputs.push(...runPostStages(plan.post, v.value, ctx));
+    }
+    if (denied) break;
+    working = attempt;
+    allowedMessages += 1;
+    allows += messageAllows;
+    outputs.push({ identity: messageIdentity(message.offset), values: messageOutputs, message, key });
+  }
+  const stateOps: StateOp[] = [];
+  for (const [key, value] of working) {
+    stateOps.push({ type: 'upsert', key, value, expected_version: stored.get(key)?.version ?? 0 });
+  }
+  return { stateOps, outputs, allowedMessages, allows, denied };
+}

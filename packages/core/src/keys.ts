@@ -1,0 +1,40 @@
+/**
+ * State-row keys of PROTOCOL §7.6. Parts are joined with U+001F; a user key
+ * is escaped (`%` → `%25`, U+001F → `%1F`) so it can never forge a separator,
+ * and keys starting `__` are reserved for the runner (`__wm__`).
+ */
+export const SEP = '\u001f';
+export const WATERMARK_KEY = '__wm__';
+
+export function escapeKeyPart(part: string): string {
+  return part.replace(/%/g, '%25').replace(/\u001f/g, '%1F');
+}
+
+export function unescapeKeyPart(part: string): string {
+  return part.replace(/%1F/g, '\u001f').replace(/%25/g, '%');
+}
+
+/** ISO-8601 with milliseconds, UTC: `2026-01-05T10:00:00.000Z`. */
+export function isoMs(epochMs: number): string {
+  return new Date(epochMs).toISOString();
+}
+
+/** `<tag>␟<windowStart ISO ms>␟<userKey>` */
+export function windowStateKey(tag: string, windowStartMs: number, userKey: string): string {
+  return `${tag}${SEP}${isoMs(windowStartMs)}${SEP}${escapeKeyPart(userKey)}`;
+}
+
+/** Prefix shared by every row of one window operator, for state/get `key_prefix`. */
+export function windowKeyPrefix(tag: string): string {
+  return `${tag}${SEP}`;
+}
+
+/** The user key of a window state key (the part after the last separator). */
+export function userKeyOfWindowKey(stateKey: string): string {
+  return unescapeKeyPart(stateKey.slice(stateKey.lastIndexOf(SEP) + 1));
+}
+
+/** A gate's state key is the escaped user key itself. */
+export function gateStateKey(userKey: string): string {
+  return escapeKeyPart(userKey);
+}

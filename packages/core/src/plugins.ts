@@ -1,0 +1,158 @@
+/**
+ * The plugin interfaces core owns. Every window kind, the gate and the sinks
+ * are plain objects implementing these; core never imports a concrete one,
+ * so a user can write a fifth window the same way the shipped ones are written.
+ */
+
+/** JSON as stored in state rows and hashed into the config hash. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** One window instance, `[start, end)` in epoch milliseconds. */
+export interface WindowBounds {
+  start: number;
+  end: number;
+}
+
+/**
+ * A window kind. `assign` maps a timestamp to the windows containing it;
+ * core does everything else the same way for every window: state rows,
+ * watermark, eventTime, gracePeriod, allowedLateness, onLate, ripeness,
+ * emission and the idle-flush timer.
+ */
+export interface WindowPlugin {
+  /** Window kind, e.g. `'tumbling'`. Enters the config hash. */
+  readonly kind: string;
+  /** Structural options (sizes, units); enters the config hash. Never closures. */
+  readonly shape: Json;
+  /** Key tag of the state rows, e.g. `'tumb:60'` (PROTOCOL §7.6). Must not contain U+001F. */
+  readonly tag: string;
+  /** Idle-flush interval used when the window options omit `idleFlushMs`. */
+  readonly defaultIdleFlushMs: number;
+  /** Windows containing `timestampMs` (epoch ms). Deterministic. */
+  assign(timestampMs: number): WindowBounds[];
+  /**
+   * Merging windows (sessions): merges overlapping windows of one key. The
+   * generic runner in this version handles non-merging windows only; a
+   * plugin that sets `merge` is rejected by `compile()` until it does.
+   */
+  merge?(windows: WindowBounds[]): WindowBounds[];
+}
+
+/** What `eventTime` may return: a Date, epoch milliseconds or an ISO-8601 string. */
+export type EventTimeValue = Date | number | string;
+
+/** Options every window operator takes (on top of the plugin's own). */
+export interface WindowOptions<T = any> {
+  /**
+   * How often (ms) the runner closes ripe windows of quiet partitions.
+   * Defaults to the plugin's `defaultIdleFlushMs`; 0 disables the timer (a
+   * window then closes only when the next message of its partition arrives).
+   */
+  idleFlushMs?: number;
+  /** Seconds a window stays open after its end before it is emitted. Default 0. */
+  gracePeriod?: number;
+  /** Event time only: seconds the watermark trails the newest event time. Default 0. */
+  allowedLateness?: number;
+  /** Event time only: what happens to an event whose window ended at or before the watermark. Default `'drop'`. */
+  onLate?: 'drop' | 'include';
+  /** Event-time extractor; without it windows bucket on the broker's createdAt. */
+  eventTime?: (value: T) => EventTimeValue | null | undefined;
+}
+
+/**
+ * Context handed to operators. Before a window the window fields are absent;
+ * after a reducer they describe the emitted window.
+ */
+export interface OperatorContext {
+  /** Source partition name. */
+  partition: string;
+  /** Source partition id (UUID string). */
+  partitionId: string;
+  /** The state key: the keyBy result, else the source partition id. */
+  key: string;
+  /** Source offset of the message (absent on window emits). */
+  offset?: string;
+  /** Full state key of the emitted window (post-window operators). */
+  windowKey?: string;
+  /** Window start, epoch ms (post-window operators). */
+  windowStart?: number;
+  /** Window end, epoch ms, exclusive (post-window operators). */
+  windowEnd?: number;
+}
+
+/** A per-value transform: map, filter, flatMap, or a user operator. */
+export interface TransformStage {
+  /** Operator kind; enters the config hash (e.g. `'map'`). */
+  readonly kind: string;
+  /** Structural options of a custom operator; enters the config hash. */
+  readonly shape?: Json;
+  /** Returns the values this input becomes: `[]` drops it, several fan out. */
+  transform(value: any, ctx: OperatorContext): readonly unknown[];
+}
+
+/** Changes the state key. Must come before a window or a gate. */
+export interface KeyByStage {
+  readonly kind: 'keyBy';
+  key(value: any, ctx: OperatorContext): string | number;
+}
+
+/** What a gate sees: `state` is the key's row (mutable; discarded on deny). */
+export interface GateContext {
+  state: Record<string, any>;
+  /** The runner's wall clock (ms) when the message is evaluated. */
+  streamTimeMs: number;
+  key: string;
+  partition: string;
+  partitionId: string;
+}
+
+/** The answer of a gate: a boolean, or `{allow}`. Anything else is an error. */
+export type GateDecision = boolean | { allow: boolean };
+
+/**
+ * A gate (packages/gate builds these): a pipe stage evaluated per message in
+ * source order. Allow commits the state mutation and passes the value on;
+ * deny discards the mutation, stops the batch and keeps the denied tail leased.
+ */
+export interface GateStage {
+  readonly kind: 'gate';
+  readonly shape?: Json;
+  evaluate(value: any, ctx: GateContext): GateDecision;
+}
+
+/** Anything `.pipe()` accepts. */
+export type PipeStage = TransformStage | KeyByStage | GateStage;
+
+/** A message the sink wants pushed; core adds the deterministic transactionId. */
+export interface SinkPushItem {
+  queue: string;
+  partition?: string;
+  payload: unknown;
+}
+
+/** Context of a sink call: the source partition and, for window emits, the window. */
+export type SinkContext = OperatorContext;
+
+/**
+ * Where values leave the chain. A sink either turns a value into push items
+ * that commit inside the cycle (exactly-once), or runs an effect before the
+ * cycle commits (at-least-once).
+ */
+export interface SinkPlugin {
+  /** Sink kind, e.g. `'queue'`. Enters the config hash. */
+  readonly kind: string;
+  /** Structural options (the sink queue name); enters the config hash. */
+  readonly shape: Json;
+  /** The queue registered as the query's sink_queue, if any. */
+  readonly sinkQueue?: string;
+  toPushItems?(value: unknown, ctx: SinkContext): SinkPushItem[];
+  effect?(value: unknown, ctx: SinkContext): void | Promise<void>;
+}
+
+export function isGateStage(stage: PipeStage): stage is GateStage {
+  return stage.kind === 'gate';
+}
+
+export function isKeyByStage(stage: PipeStage): stage is KeyByStage {
+  return stage.kind === 'keyBy';
+}

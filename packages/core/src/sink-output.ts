@@ -1,0 +1,55 @@
+import type { CompiledQuery } from './compile.js';
+import type { OperatorContext } from './plugins.js';
+import type { CyclePushItem } from './wire.js';
+import { payloadOf } from './source-message.js';
+import { sinkTransactionId } from './transaction-id.js';
+import { OperatorError } from './pre-ops.js';
+
+/** The values one emit (a closed window, or one source message) hands to the sink. */
+export interface SinkOutput {
+  /** PROTOCOL §7.6 identity: the window key, or `msg␟<offset>`. */
+  identity: string;
+  values: readonly unknown[];
+  ctx: OperatorContext;
+}
+
+/**
+ * Turns outputs into the cycle's push items, each with its deterministic
+ * transactionId (outputIndex numbers the items of one emit), or runs the
+ * sink's effect (foreach: before the cycle commits — at-least-once).
+ */
+export async function sinkOutputs(plan: CompiledQuery, queryId: string, partitionId: string, outputs: readonly SinkOutput[]): Promise<CyclePushItem[]> {
+  const sink = plan.sink;
+  const items: CyclePushItem[] = [];
+  if (!sink) return items;
+  for (const out of outputs) {
+    let index = 0;
+    for (const value of out.values) {
+      const payload = payloadOf(value);
+      if (sink.toPushItems) {
+        let produced;
+        try {
+          produced = sink.toPushItems(payload, out.ctx);
+        } catch (err) {
+          throw new OperatorError(sink.kind, err);
+        }
+        for (const item of produced) {
+          items.push({
+            queue: item.queue,
+            partition: item.partition ?? out.ctx.partition,
+            payload: item.payload === undefined ? null : item.payload,
+            transactionId: sinkTransactionId(queryId, partitionId, out.identity, index++),
+          });
+        }
+      } else if (sink.effect) {
+        try {
+          await sink.effect(payload, out.ctx);
+        } catch (err) {
+          throw new OperatorError(sink.kind, err);
+        }
+        index += 1;
+      }
+    }
+  }
+  return items;
+}

@@ -1,0 +1,223 @@
+import type { CompiledQuery } from './compile.js';
+import type { WindowBounds } from './plugins.js';
+import type { SourceMessage } from './source-message.js';
+import type { StateOp, StateRow } from './wire.js';
+import { payloadOf } from './source-message.js';
+import { runPreStages } from './pre-ops.js';
+import { toEpochMs } from './event-time.js';
+import { WATERMARK_KEY, userKeyOfWindowKey, windowStateKey } from './keys.js';
+import { lateIdentity } from './transaction-id.js';
+
+/** One value headed into the window, with the windows it falls in. */
+interface WindowEntry {
+  input: unknown;
+  userKey: string;
+  offset: string;
+  windows: WindowBounds[];
+}
+
+/** A message skipped because its event time was unusable (S23). */
+export interface SkippedMessage {
+  message: SourceMessage;
+  error: Error;
+}
+
+/** The per-message half of a window cycle: runs once per batch, before any state read. */
+export interface PreparedWindowBatch {
+  entries: WindowEntry[];
+  /** State keys of every window the batch touches (what state/get must return). */
+  touchedKeys: string[];
+  skipped: SkippedMessage[];
+  /** Newest event time of the batch (event time only). */
+  maxEventMs?: number;
+  /** Newest broker createdAt of the batch: the processing-time clock. */
+  newestCreatedMs: number;
+}
+
+/** A closed window leaving the reducer. */
+export interface WindowEmit {
+  identity: string;
+  windowKey: string;
+  windowStart: number;
+  windowEnd: number;
+  userKey: string;
+  value: unknown;
+}
+
+export interface FoldResult {
+  stateOps: StateOp[];
+  emits: WindowEmit[];
+  lateDropped: number;
+}
+
+type Plan = Required<Pick<CompiledQuery, 'window' | 'reducer'>> & CompiledQuery;
+
+export function prepareWindowBatch(plan: CompiledQuery, messages: readonly SourceMessage[]): PreparedWindowBatch {
+  const { plugin, options } = plan.window!;
+  const entries: WindowEntry[] = [];
+  const touched = new Set<string>();
+  const skipped: SkippedMessage[] = [];
+  let maxEventMs: number | undefined;
+  let newestCreatedMs = -Infinity;
+  for (const message of messages) {
+    const created = Date.parse(message.createdAt);
+    if (created > newestCreatedMs) newestCreatedMs = created;
+    for (const { value, key } of runPreStages(plan.pre, message)) {
+      let ts: number | undefined;
+      if (options.eventTime) {
+        try {
+          ts = toEpochMs(options.eventTime(value));
+        } catch {
+          ts = undefined;
+        }
+        if (ts === undefined) {
+          skipped.push({ message, error: new Error(`eventTime returned no usable time for message at offset ${message.offset}`) });
+          continue;
+        }
+        if (maxEventMs === undefined || ts > maxEventMs) maxEventMs = ts;
+      } else {
+        ts = created;
+      }
+      const windows = plugin.assign(ts);
+      for (const w of windows) touched.add(windowStateKey(plugin.tag, w.start, key));
+      entries.push({ input: payloadOf(value), userKey: key, offset: message.offset, windows });
+    }
+  }
+  return { entries, touchedKeys: [...touched], skipped, maxEventMs, newestCreatedMs };
+}
+
+/** The stored watermark (event time), if any. */
+export function storedWatermark(rows: ReadonlyMap<string, StateRow>): number | undefined {
+  const v = rows.get(WATERMARK_KEY)?.value?.eventTimeMs;
+  return typeof v === 'number' ? v : undefined;
+}
+
+/**
+ * The clock that decides ripeness after this batch: processing time → the
+ * newest createdAt; event time → the watermark advanced by this batch
+ * (max event time − allowedLateness, never moving back). Undefined when no
+ * event time has been seen yet.
+ */
+export function batchClock(plan: CompiledQuery, prepared: PreparedWindowBatch, stored: ReadonlyMap<string, StateRow>): number | undefined {
+  const { options } = plan.window!;
+  if (!options.eventTime) return Number.isFinite(prepared.newestCreatedMs) ? prepared.newestCreatedMs : undefined;
+  const old = storedWatermark(stored);
+  const candidate = prepared.maxEventMs === undefined ? undefined : prepared.maxEventMs - options.allowedLatenessMs;
+  if (old === undefined) return candidate;
+  if (candidate === undefined) return old;
+  return Math.max(old, candidate);
+}
+
+interface WorkingRow {
+  acc: any;
+  windowStart: number;
+  windowEnd: number;
+  userKey: string;
+  version: number;
+}
+
+function compareEmits(a: WindowEmit, b: WindowEmit): number {
+  return a.windowEnd - b.windowEnd || a.windowStart - b.windowStart || (a.windowKey < b.windowKey ? -1 : a.windowKey > b.windowKey ? 1 : 0);
+}
+
+/**
+ * The state half of a window cycle: folds the prepared entries into the rows
+ * read from state, closes every window ripe at `clock` (`windowEnd + grace <=
+ * clock`, touched or merely stored), and answers the state ops (each with the
+ * expected_version it was read at, 0 for new rows) and the emits. Late events
+ * (event time, windowEnd <= the watermark from before this batch) are dropped
+ * or, with onLate 'include', emitted at once as a window of their own.
+ * Pure: recomputing after a VERSION_CONFLICT with fresh rows is just a re-call.
+ */
+export function foldWindowBatch(
+  plan: CompiledQuery,
+  prepared: PreparedWindowBatch,
+  stored: ReadonlyMap<string, StateRow>,
+  ripeRows: readonly StateRow[],
+  clock: number | undefined,
+): FoldResult {
+  const { plugin, options } = (plan as Plan).window;
+  const reducer = (plan as Plan).reducer;
+  const oldWm = options.eventTime ? storedWatermark(stored) : undefined;
+  const working = new Map<string, WorkingRow>();
+  const late = new Map<string, WorkingRow & { newestOffset: string }>();
+  let lateDropped = 0;
+
+  for (const entry of prepared.entries) {
+    let wasLate = false;
+    for (const w of entry.windows) {
+      const key = windowStateKey(plugin.tag, w.start, entry.userKey);
+      if (oldWm !== undefined && w.end <= oldWm) {
+        wasLate = true;
+        if (options.onLate === 'include') {
+          let row = late.get(key);
+          if (!row) {
+            row = { acc: reducer.init(), windowStart: w.start, windowEnd: w.end, userKey: entry.userKey, version: 0, newestOffset: entry.offset };
+            late.set(key, row);
+          }
+          row.acc = reducer.add(row.acc, entry.input);
+          if (BigInt(entry.offset) > BigInt(row.newestOffset)) row.newestOffset = entry.offset;
+        }
+        continue;
+      }
+      let row = working.get(key);
+      if (!row) {
+        const prev = stored.get(key);
+        row = prev
+          ? { acc: structuredClone(prev.value.acc), windowStart: prev.value.windowStart, windowEnd: prev.value.windowEnd, userKey: entry.userKey, version: prev.version }
+          : { acc: reducer.init(), windowStart: w.start, windowEnd: w.end, userKey: entry.userKey, version: 0 };
+        working.set(key, row);
+      }
+      row.acc = reducer.add(row.acc, entry.input);
+    }
+    if (wasLate && options.onLate === 'drop') lateDropped += 1;
+  }
+
+  const stateOps: StateOp[] = [];
+  const emits: WindowEmit[] = [];
+  const ripe = (windowEnd: number) => clock !== undefined && windowEnd + options.gracePeriodMs <= clock;
+  for (const [key, row] of working) {
+    if (ripe(row.windowEnd)) {
+      emits.push({ identity: key, windowKey: key, windowStart: row.windowStart, windowEnd: row.windowEnd, userKey: row.userKey, value: reducer.result(row.acc) });
+      if (row.version > 0) stateOps.push({ type: 'delete', key, expected_version: row.version });
+    } else {
+      stateOps.push({ type: 'upsert', key, value: { acc: row.acc, windowStart: row.windowStart, windowEnd: row.windowEnd }, expected_version: row.version });
+    }
+  }
+  for (const r of ripeRows) {
+    if (working.has(r.key) || r.key === WATERMARK_KEY) continue;
+    const v = r.value ?? {};
+    if (typeof v.windowEnd !== 'number' || !ripe(v.windowEnd)) continue;
+    emits.push({ identity: r.key, windowKey: r.key, windowStart: v.windowStart, windowEnd: v.windowEnd, userKey: userKeyOfWindowKey(r.key), value: reducer.result(structuredClone(v.acc)) });
+    stateOps.push({ type: 'delete', key: r.key, expected_version: r.version });
+  }
+  emits.sort(compareEmits);
+  for (const [key, row] of late) {
+    emits.push({ identity: lateIdentity(key, row.newestOffset), windowKey: key, windowStart: row.windowStart, windowEnd: row.windowEnd, userKey: row.userKey, value: reducer.result(row.acc) });
+  }
+
+  if (options.eventTime && clock !== undefined && clock !== oldWm) {
+    const wmRow = stored.get(WATERMARK_KEY);
+    stateOps.push({ type: 'upsert', key: WATERMARK_KEY, value: { eventTimeMs: clock }, expected_version: wmRow ? wmRow.version : 0 });
+  }
+  return { stateOps, emits, lateDropped };
+}
+
+/**
+ * An idle flush (PROTOCOL §7.6): the rows state/get reported ripe become
+ * emits and deletes carrying the versions they were read at.
+ */
+export function flushRipeRows(plan: CompiledQuery, rows: readonly StateRow[], ripeAtOrBefore: number): FoldResult {
+  const reducer = (plan as Plan).reducer;
+  const stateOps: StateOp[] = [];
+  const emits: WindowEmit[] = [];
+  for (const r of rows) {
+    if (r.key === WATERMARK_KEY) continue;
+    const v = r.value ?? {};
+    if (typeof v.windowEnd !== 'number' || v.windowEnd > ripeAtOrBefore) continue;
+    emits.push({ identity: r.key, windowKey: r.key, windowStart: v.windowStart, windowEnd: v.windowEnd, userKey: userKeyOfWindowKey(r.key), value: reducer.result(structuredClone(v.acc)) });
+    stateOps.push({ type: 'delete', key: r.key, expected_version: r.version });
+  }
+  emits.sort(compareEmits);
+  return { stateOps, emits, lateDropped: 0 };
+}

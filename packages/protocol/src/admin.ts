@@ -1,0 +1,285 @@
+import { z } from 'zod';
+import { ackStatus } from './ack.js';
+import { pushItem } from './push.js';
+import type { RouteSpec } from './routes.js';
+import { isoTime, name255, offset, queryBool, queryInt, queueName, uuid } from './values.js';
+
+// Schemas of the administrative and semantic routes (PROTOCOL §5.1, §5.2
+// delete, §5.7, §5.8, §5.9, §5.10): configure, queue delete, consumer groups,
+// seek, DLQ, transactions and maintenance.
+
+const INT_MAX = 2147483647;
+const seconds = z.number().int().min(0).max(INT_MAX);
+
+/** Queue options with their defaults (PROTOCOL §5.1). Every option is echoed by configure. */
+export const queueOptionDefaults = {
+  leaseTime: 300,
+  retryLimit: 3,
+  delayedProcessing: 0,
+  windowBuffer: 0,
+  retentionEnabled: false,
+  retentionSeconds: 0,
+  completedRetentionSeconds: 0,
+  maxWaitTimeSeconds: 0,
+  leaseExpiryCountsAsFailure: false,
+  encryptionEnabled: false,
+  retryDelay: 1000,
+  ttl: 3600,
+  maxSize: 0,
+  priority: 0,
+  deadLetterQueue: false,
+  dlqAfterMaxRetries: false,
+} as const;
+export type QueueOptions = { -readonly [K in keyof typeof queueOptionDefaults]: (typeof queueOptionDefaults)[K] extends boolean ? boolean : number };
+
+/** Each option: omitted keeps its value, `null` resets it to the default (merge, fix). */
+export const queueOptionsPatch = z.object({
+  leaseTime: seconds.nullable().optional(),
+  retryLimit: seconds.nullable().optional(),
+  delayedProcessing: seconds.nullable().optional(),
+  windowBuffer: seconds.nullable().optional(),
+  retentionEnabled: z.boolean().nullable().optional(),
+  retentionSeconds: seconds.nullable().optional(),
+  completedRetentionSeconds: seconds.nullable().optional(),
+  maxWaitTimeSeconds: seconds.nullable().optional(),
+  leaseExpiryCountsAsFailure: z.boolean().nullable().optional(),
+  encryptionEnabled: z.boolean().nullable().optional(),
+  retryDelay: seconds.nullable().optional(),
+  ttl: seconds.nullable().optional(),
+  maxSize: seconds.nullable().optional(),
+  priority: z.number().int().min(-INT_MAX).max(INT_MAX).nullable().optional(),
+  deadLetterQueue: z.boolean().nullable().optional(),
+  dlqAfterMaxRetries: z.boolean().nullable().optional(),
+});
+export type QueueOptionsPatch = z.infer<typeof queueOptionsPatch>;
+
+export const configureBody = z.object({
+  queue: queueName,
+  namespace: name255.nullable().optional(),
+  task: name255.nullable().optional(),
+  options: queueOptionsPatch.optional(),
+});
+export type ConfigureBody = z.infer<typeof configureBody>;
+
+export const configureResponse = z.object({
+  configured: z.literal(true),
+  queueId: z.string(),
+  partitionId: z.string(),
+  queue: z.string(),
+  namespace: z.string().nullable(),
+  task: z.string().nullable(),
+  options: z.record(z.string(), z.unknown()),
+});
+
+export const queueDeleteResponse = z.object({ deleted: z.literal(true), queue: z.string(), existed: z.boolean() });
+
+// ---- consumer groups (§5.9) ----
+
+export const adminQueueParams = z.object({ queue: queueName });
+export const adminGroupParams = z.object({ group: name255 });
+export const groupQueueParams = z.object({ group: name255, queue: queueName });
+export const groupPartitionParams = z.object({ group: name255, queue: queueName, partition: name255 });
+
+export const groupDeleteQuery = z.object({ deleteMetadata: queryBool.optional() });
+export const groupDeleteResponse = z.object({
+  success: z.literal(true),
+  consumerGroup: z.string(),
+  deletedPartitions: z.number().int(),
+  metadataDeleted: z.boolean(),
+});
+
+export const groupSummary = z.object({
+  name: z.string(),
+  topics: z.array(z.string()),
+  queues: z.array(z.object({ queue: z.string(), lag: z.number().int(), maxTimeLag: z.number().int() })),
+  members: z.number().int(),
+  totalLag: z.number().int(),
+  partitionsWithLag: z.number().int(),
+  maxTimeLag: z.number().int(),
+  state: z.enum(['Stable', 'Lagging', 'Dead']),
+});
+export const groupListResponse = z.array(groupSummary);
+
+/** Exactly one of `toEnd:true` or `timestamp`. */
+export const queueSeekBody = z
+  .object({ toEnd: z.literal(true).optional(), timestamp: isoTime.optional() })
+  .superRefine((b, ctx) => {
+    if ((b.toEnd === undefined) === (b.timestamp === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [], message: 'must carry exactly one of toEnd:true or timestamp' });
+    }
+  });
+export type QueueSeekBody = z.infer<typeof queueSeekBody>;
+export const queueSeekResponse = z.object({
+  success: z.literal(true),
+  consumerGroup: z.string(),
+  queueName: z.string(),
+  seekToEnd: z.boolean(),
+  targetTimestamp: z.string().nullable(),
+  partitionsUpdated: z.number().int(),
+});
+
+/** `{}` = to the end (compat); `{offset}` or `{timestamp}` (extension), never both. */
+export const partitionSeekBody = z
+  .object({ offset: offset.optional(), timestamp: isoTime.optional() })
+  .superRefine((b, ctx) => {
+    if (b.offset !== undefined && b.timestamp !== undefined) {
+      ctx.addIssue({ code: 'custom', path: [], message: 'must carry at most one of offset or timestamp' });
+    }
+  });
+export type PartitionSeekBody = z.infer<typeof partitionSeekBody>;
+export const partitionSeekResponse = z.object({ success: z.literal(true), updated: z.literal(true), cursorMovedTo: z.string() });
+
+// ---- DLQ (§5.8) ----
+
+export const dlqQuery = z.object({
+  queue: queueName.optional(),
+  consumerGroup: name255.optional(),
+  partition: name255.optional(),
+  limit: queryInt(1, 1000).default(100),
+  offset: queryInt(0, INT_MAX).default(0),
+});
+export type DlqQuery = z.infer<typeof dlqQuery>;
+export const dlqMessage = z.object({
+  id: z.string(),
+  transactionId: z.string(),
+  partitionId: z.string(),
+  queue: z.string(),
+  partition: z.string(),
+  consumerGroup: z.string(),
+  errorMessage: z.string().nullable(),
+  retryCount: z.number().int(),
+  data: z.unknown(),
+  producerSub: z.string().nullable(),
+  createdAt: z.string(),
+  failedAt: z.string(),
+  offset: z.string(),
+});
+export const dlqResponse = z.object({
+  messages: z.array(dlqMessage),
+  pagination: z.object({ limit: z.number().int(), offset: z.number().int() }),
+  total: z.number().int(),
+});
+
+// ---- transactions (§5.7) ----
+
+export const txnPushOp = z.object({ type: z.literal('push'), items: z.array(pushItem).min(1) });
+export const txnAckOp = z.object({
+  type: z.literal('ack'),
+  transactionId: name255,
+  partitionId: uuid,
+  status: ackStatus.default('completed'),
+  consumerGroup: name255.default('__QUEUE_MODE__'),
+  leaseId: uuid.optional(),
+  error: z.string().max(10000).optional(),
+});
+export type TxnPushOp = z.infer<typeof txnPushOp>;
+export type TxnAckOp = z.infer<typeof txnAckOp>;
+
+const kvNamespace = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must match [A-Za-z0-9._:-]{1,128}');
+const kvKey = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((s) => !/[\u0000-\u001f\u007f]/.test(s), 'must not contain control characters');
+const ttlSeconds = z.number().int().min(1).max(31536000);
+const safeInt = z.number().int().min(-Number.MAX_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER);
+
+export const txnKvOp = z.discriminatedUnion('op', [
+  z.object({
+    op: z.literal('set'),
+    namespace: kvNamespace,
+    key: kvKey,
+    value: z.unknown().refine((v) => v !== undefined, 'is required'),
+    ttlSeconds: ttlSeconds.optional(),
+    expectedVersion: z.number().int().min(0).optional(),
+  }),
+  z.object({
+    op: z.literal('incr'),
+    namespace: kvNamespace,
+    key: kvKey,
+    by: safeInt.default(1),
+    max: safeInt.optional(),
+    ttlSeconds: ttlSeconds.optional(),
+    requireApplied: z.boolean().default(false),
+  }),
+  z.object({ op: z.literal('delete'), namespace: kvNamespace, key: kvKey, expectedVersion: z.number().int().min(0).optional() }),
+]);
+export type TxnKvOp = z.infer<typeof txnKvOp>;
+
+export const txnTimer = z
+  .object({
+    queue: queueName,
+    partition: name255.default('Default'),
+    payload: z.unknown().optional().transform((v) => (v === undefined ? null : v)),
+    fireAt: isoTime.optional(),
+    delayMs: z.number().int().min(0).max(31536000000).optional(),
+    transactionId: name255.optional(),
+  })
+  .superRefine((t, ctx) => {
+    if ((t.fireAt === undefined) === (t.delayMs === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [], message: 'must carry exactly one of fireAt or delayMs' });
+    } else if (t.fireAt !== undefined && Date.parse(t.fireAt) > Date.now() + 366 * 86400_000) {
+      ctx.addIssue({ code: 'custom', path: ['fireAt'], message: 'must be at most one year ahead' });
+    }
+  });
+export type TxnTimer = z.infer<typeof txnTimer>;
+
+export const transactionBody = z
+  .object({
+    operations: z.array(z.discriminatedUnion('type', [txnPushOp, txnAckOp])).optional(),
+    requiredLeases: z.array(z.unknown()).optional(),
+    kv: z.array(txnKvOp).optional(),
+    timers: z.array(txnTimer).optional(),
+  })
+  .superRefine((b, ctx) => {
+    if (!b.operations?.length && !b.kv?.length && !b.timers?.length) {
+      ctx.addIssue({ code: 'custom', path: ['operations'], message: 'at least one of operations, kv or timers must be non-empty' });
+    }
+  });
+export type TransactionBody = z.infer<typeof transactionBody>;
+
+export const transactionResponse = z.object({
+  transactionId: z.string(),
+  success: z.boolean(),
+  results: z.array(z.record(z.string(), z.unknown())),
+  kvResults: z.array(z.record(z.string(), z.unknown())).optional(),
+  timerResults: z.array(z.record(z.string(), z.unknown())).optional(),
+  error: z.string().optional(),
+  code: z.string().optional(),
+});
+
+// ---- maintenance (§5.10) ----
+
+export const maintenanceStatusResponse = z.object({ maintenanceMode: z.boolean(), popMaintenanceMode: z.boolean() });
+export const maintenancePopBody = z.object({ enabled: z.boolean() });
+export const maintenancePopResponse = z.object({ popMaintenanceMode: z.boolean() });
+export const maintenanceTask = z.enum(['retention', 'partitions', 'kv', 'timers']);
+export type MaintenanceTask = z.infer<typeof maintenanceTask>;
+export const maintenanceRunBody = z.object({ tasks: z.array(maintenanceTask).optional() });
+export const maintenanceRunResponse = z.object({
+  success: z.literal(true),
+  retention: z.object({ segmentsDropped: z.number().int(), messagesDropped: z.number().int() }),
+  partitions: z.object({ deleted: z.number().int(), vetoed: z.number().int() }),
+  kv: z.object({ expiredPurged: z.number().int() }),
+  timers: z.object({ fired: z.number().int() }),
+});
+export type MaintenanceRunResult = z.infer<typeof maintenanceRunResponse>;
+
+function route<const S extends RouteSpec>(spec: S): S {
+  return spec;
+}
+
+export const adminRoutes = {
+  configure: route({ method: 'POST', url: '/api/v1/configure', level: 'read-write', summary: 'Create or configure a queue (options merge)', body: configureBody, response: configureResponse }),
+  queueDelete: route({ method: 'DELETE', url: '/api/v1/resources/queues/:queue', level: 'admin', summary: 'Delete a queue and everything it holds', params: adminQueueParams, response: queueDeleteResponse }),
+  groupList: route({ method: 'GET', url: '/api/v1/consumer-groups', level: 'read-only', summary: 'Consumer groups with lag and state', response: groupListResponse }),
+  groupDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group', level: 'admin', summary: 'Delete a consumer group on every queue', params: adminGroupParams, query: groupDeleteQuery, response: groupDeleteResponse }),
+  groupQueueDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group/queues/:queue', level: 'admin', summary: 'Delete a consumer group on one queue', params: groupQueueParams, query: groupDeleteQuery, response: groupDeleteResponse }),
+  seekQueue: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/seek', level: 'read-write', summary: 'Move the group cursor of every partition of a queue', params: groupQueueParams, body: queueSeekBody, response: queueSeekResponse }),
+  seekPartition: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek', level: 'read-write', summary: 'Move the group cursor of one partition', params: groupPartitionParams, body: partitionSeekBody, response: partitionSeekResponse }),
+  dlq: route({ method: 'GET', url: '/api/v1/dlq', level: 'read-only', summary: 'Dead-lettered messages, newest failure first', query: dlqQuery, response: dlqResponse }),
+  transaction: route({ method: 'POST', url: '/api/v1/transaction', level: 'read-write', summary: 'Pushes and acks (and kv, timers) in one PostgreSQL transaction', body: transactionBody, response: transactionResponse }),
+  maintenanceGet: route({ method: 'GET', url: '/api/v1/system/maintenance', level: 'admin', summary: 'Maintenance flags', response: maintenanceStatusResponse }),
+  maintenancePop: route({ method: 'POST', url: '/api/v1/system/maintenance/pop', level: 'admin', summary: 'Pause or resume every pop, cluster-wide', body: maintenancePopBody, response: maintenancePopResponse }),
+  maintenanceRun: route({ method: 'POST', url: '/api/v1/system/maintenance/run', level: 'admin', summary: 'Run one maintenance pass now', body: maintenanceRunBody, response: maintenanceRunResponse }),
+} satisfies Record<string, RouteSpec>;

@@ -1,0 +1,206 @@
+import { z } from 'zod';
+import { pushItem, pushResult } from './push.js';
+import type { RouteSpec } from './routes.js';
+import { name255, queueName, uuid } from './values.js';
+
+// Streams (PROTOCOL §7): register/list/drop a query, the cycle commit, the
+// state read. Keys are snake_case on the wire (compat).
+
+/** A stream state key: 1–1024 chars (the SDK escapes its own separators). */
+export const stateKey = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((s) => !s.includes('\u0000'), 'must not contain U+0000');
+
+/**
+ * A state row version as the client read it. Versions are JSON numbers on the
+ * wire; a decimal string is accepted too (a client that kept it as text).
+ */
+export const stateVersion = z
+  .union([z.number().int().min(0).max(Number.MAX_SAFE_INTEGER), z.string().regex(/^[0-9]{1,15}$/, 'must be a non-negative integer')])
+  .transform(Number);
+
+// ---- register / list / drop -------------------------------------------------
+
+export const streamRegisterBody = z.object({
+  name: name255,
+  source_queue: queueName,
+  sink_queue: queueName.nullable().optional(),
+  config_hash: z.string().min(1).max(128),
+  reset: z.boolean().default(false),
+});
+export type StreamRegisterBody = z.infer<typeof streamRegisterBody>;
+
+export const streamRegisterResponse = z.object({
+  success: z.literal(true),
+  query_id: z.string(),
+  name: z.string(),
+  config_hash: z.string(),
+  fresh: z.boolean(),
+  reset: z.boolean(),
+});
+
+export const streamQueryInfo = z.object({
+  query_id: z.string(),
+  name: z.string(),
+  source_queue: z.string(),
+  sink_queue: z.string().nullable(),
+  config_hash: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  state_rows: z.number().int(),
+});
+export const streamListResponse = z.object({ queries: z.array(streamQueryInfo) });
+
+export const streamDropBody = z.object({ name: name255 });
+export const streamDropResponse = z.object({
+  success: z.literal(true),
+  query_id: z.string(),
+  name: z.string(),
+  state_rows_deleted: z.number().int(),
+});
+
+// ---- cycle ------------------------------------------------------------------
+
+/**
+ * upsert: insert or replace; delete: remove if present. `expected_version`
+ * (absent row = 0) turns either into a compare-and-set; a mismatch fails the
+ * element with VERSION_CONFLICT.
+ */
+export const stateOp = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('upsert'),
+    key: stateKey,
+    value: z.unknown().transform((v) => (v === undefined ? null : v)),
+    expected_version: stateVersion.optional(),
+  }),
+  z.object({
+    type: z.literal('delete'),
+    key: stateKey,
+    expected_version: stateVersion.optional(),
+  }),
+]);
+export type StateOp = z.infer<typeof stateOp>;
+
+export const cycleAckStatus = z.enum(['completed', 'success', 'failed', 'dlq']);
+
+export const cycleAck = z.object({
+  transactionId: name255,
+  leaseId: uuid.optional(),
+  status: cycleAckStatus.default('completed'),
+  /** K: the ack must land on the K-th retained message after the cursor (§3.3 walk). */
+  count: z.number().int().min(1).optional(),
+  error: z.string().max(10000).optional(),
+});
+export type CycleAck = z.infer<typeof cycleAck>;
+
+// A cycle holds the rank-3 shard lock, so it may not take KV or timer locks
+// (PROTOCOL §4): their presence is a 400, not an ignored field.
+const forbidden = (what: string) =>
+  z.never({ error: `a stream cycle carries no ${what} (lock order, PROTOCOL §4); use a transaction outside the stream` }).optional();
+
+export const cycleBody = z.object({
+  query_id: uuid,
+  partition_id: uuid,
+  consumer_group: name255.default('__QUEUE_MODE__'),
+  state_ops: z.array(stateOp).max(10000).default([]),
+  push_items: z.array(pushItem).max(10000).default([]),
+  ack: cycleAck.nullable().default(null),
+  release_lease: z.boolean().default(true),
+  kv: forbidden('kv'),
+  timers: forbidden('timers'),
+});
+export type CycleBody = z.infer<typeof cycleBody>;
+
+export const stateResult = z.object({
+  key: z.string(),
+  type: z.enum(['upsert', 'delete']),
+  version: z.number().int().nullable(),
+});
+
+export const cycleAckResult = z.object({
+  success: z.literal(true),
+  count: z.number().int(),
+  lease_released: z.boolean(),
+  dlq: z.boolean(),
+  offset: z.string(),
+});
+
+export const cycleResponse = z.object({
+  success: z.boolean(),
+  query_id: z.string(),
+  partition_id: z.string(),
+  queueName: z.string().nullable(),
+  state_ops_applied: z.number().int(),
+  state_results: z.array(stateResult),
+  push_results: z.array(pushResult),
+  ack_result: cycleAckResult.nullable(),
+  error: z.string().optional(),
+  code: z.string().optional(),
+  /** With VERSION_CONFLICT: the key that conflicted and its current version (0 = absent). */
+  key: z.string().optional(),
+  currentVersion: z.number().int().optional(),
+});
+export type CycleResult = z.infer<typeof cycleResponse>;
+
+// ---- state read ---------------------------------------------------------------
+
+export const stateGetBody = z.object({
+  query_id: uuid,
+  partition_id: uuid,
+  keys: z.array(stateKey).max(1000).optional(),
+  /** Literal prefix: `%`, `_` and `\` have no wildcard meaning. */
+  key_prefix: z.string().max(1024).refine((s) => !s.includes('\u0000'), 'must not contain U+0000').optional(),
+  /** Rows whose `value.windowEnd` is a JSON number ≤ this (epoch ms). */
+  ripe_at_or_before: z.number().finite().optional(),
+});
+export type StateGetBody = z.infer<typeof stateGetBody>;
+
+export const stateRow = z.object({
+  key: z.string(),
+  value: z.unknown(),
+  version: z.number().int(),
+  updated_at: z.string(),
+});
+export const stateGetResponse = z.object({ success: z.literal(true), rows: z.array(stateRow) });
+
+function route<const S extends RouteSpec>(spec: S): S {
+  return spec;
+}
+
+export const streamRoutes = {
+  streamsRegister: route({
+    method: 'POST',
+    url: '/streams/v1/queries',
+    level: 'read-write',
+    summary: 'Register a stream query (or refresh it; reset wipes its state)',
+    body: streamRegisterBody,
+    response: streamRegisterResponse,
+  }),
+  streamsList: route({ method: 'GET', url: '/streams/v1/queries', level: 'read-only', summary: 'List stream queries with their state row counts', response: streamListResponse }),
+  streamsDrop: route({
+    method: 'POST',
+    url: '/streams/v1/queries/drop',
+    level: 'admin',
+    summary: 'Drop a stream query and its state; waits for in-flight cycles',
+    body: streamDropBody,
+    response: streamDropResponse,
+  }),
+  streamsCycle: route({
+    method: 'POST',
+    url: '/streams/v1/cycle',
+    level: 'read-write',
+    summary: 'Commit one stream cycle: state ops, sink pushes and the source ack in one transaction',
+    body: cycleBody,
+    response: cycleResponse,
+  }),
+  streamsStateGet: route({
+    method: 'POST',
+    url: '/streams/v1/state/get',
+    level: 'read-only',
+    summary: 'Read the state rows of a (query, partition) by keys, literal prefix or ripeness',
+    body: stateGetBody,
+    response: stateGetResponse,
+  }),
+} satisfies Record<string, RouteSpec>;

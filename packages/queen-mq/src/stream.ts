@@ -1,0 +1,110 @@
+import {
+  Stream as CoreStream,
+  type AggregateResult,
+  type CompiledQuery,
+  type Extractor,
+  type OperatorContext,
+  type Payload,
+  type PipeStage,
+  type QueueRef,
+  type ReduceResult,
+  type RunHandle,
+  type RunOptions,
+  type SinkContext,
+  type SinkPlugin,
+  type SourceMessage,
+  type WindowOptions,
+  type WindowPlugin,
+} from '@queen-mq/core';
+import { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
+import { foreachSink, queueSink, type QueueSinkOptions } from '@queen-mq/sinks';
+
+function isSinkPlugin(value: unknown): value is SinkPlugin {
+  const v = value as Partial<SinkPlugin> | null;
+  return !!v && typeof v === 'object' && typeof v.kind === 'string' && (typeof v.toPushItems === 'function' || typeof v.effect === 'function');
+}
+
+/**
+ * The Stream builder with every default plugin: the generic forms of
+ * `@queen-mq/core` (`window`, `pipe`, `to(sinkPlugin)`) plus the sugar
+ * (`windowTumbling`, `to(queue, opts)`, `foreach`). Immutable: every call
+ * returns a new Stream; an invalid chain throws at the offending call.
+ */
+export class Stream<T = SourceMessage> {
+  /** The generic chain this sugar delegates to. */
+  readonly core: CoreStream<T>;
+
+  private constructor(core: CoreStream<T>) {
+    this.core = core;
+    Object.freeze(this);
+  }
+
+  /** A stream over a queue: `Stream.from(queen.queue('orders'))`. */
+  static from<D = any>(queue: QueueRef): Stream<SourceMessage<D>> {
+    return new Stream(CoreStream.from<D>(queue));
+  }
+
+  pipe<U = T>(stage: PipeStage): Stream<U> {
+    return new Stream(this.core.pipe<U>(stage));
+  }
+
+  map<U>(fn: (value: T, ctx: OperatorContext) => U): Stream<U> {
+    return new Stream(this.core.map(fn));
+  }
+
+  filter(fn: (value: T, ctx: OperatorContext) => unknown): Stream<T> {
+    return new Stream(this.core.filter(fn));
+  }
+
+  flatMap<U>(fn: (value: T, ctx: OperatorContext) => Iterable<U> | null | undefined): Stream<U> {
+    return new Stream(this.core.flatMap(fn));
+  }
+
+  keyBy(fn: (value: T, ctx: OperatorContext) => string | number): Stream<T> {
+    return new Stream(this.core.keyBy(fn));
+  }
+
+  /** Any window plugin (generic form). */
+  window(plugin: WindowPlugin, options?: WindowOptions<T>): Stream<T> {
+    return new Stream(this.core.window(plugin, options));
+  }
+
+  /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
+  windowTumbling(options: TumblingOptions<T>): Stream<T> {
+    return this.window(tumbling(options), options);
+  }
+
+  // windowSliding / windowSession / windowCron: add here, delegating to
+  // this.window(<plugin>(options), options), when @queen-mq/window-sliding,
+  // -session and -cron exist. gate(fn): add as this.pipe(gate(fn)) when
+  // @queen-mq/gate exists (core already runs gate stages).
+
+  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A): Stream<ReduceResult<A>> {
+    return new Stream(this.core.reduce(fn, initial));
+  }
+
+  aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S): Stream<AggregateResult<S>> {
+    return new Stream(this.core.aggregate(spec));
+  }
+
+  /**
+   * Sink: a queue handle (exactly-once push inside the cycle; `partition`
+   * defaults to the source partition name) or any sink plugin.
+   */
+  to(target: QueueRef | SinkPlugin, options?: QueueSinkOptions<Payload<T>>): Stream<T> {
+    return new Stream(this.core.to(isSinkPlugin(target) ? target : queueSink(target, options)));
+  }
+
+  /** Calls `fn` per value, then acks: AT-LEAST-ONCE (see @queen-mq/sinks). */
+  foreach(fn: (value: Payload<T>, ctx: SinkContext) => void | Promise<void>): Stream<T> {
+    return new Stream(this.core.to(foreachSink(fn)));
+  }
+
+  compile(): CompiledQuery {
+    return this.core.compile();
+  }
+
+  run(options: RunOptions): Promise<RunHandle> {
+    return this.core.run(options);
+  }
+}

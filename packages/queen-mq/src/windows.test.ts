@@ -1,0 +1,225 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream, type RunHandle } from './index.js';
+import { collectUntil, configureSource, drain, push, sleep, stateRows, sumOf } from '../test/helpers.js';
+
+// Window boundaries, closing knobs and aggregates over real HTTP and PostgreSQL.
+
+let b: TestBroker;
+let queen: Queen;
+const handles: RunHandle[] = [];
+beforeAll(async () => {
+  b = await startTestBroker();
+  queen = new Queen({ url: b.url });
+});
+afterAll(async () => {
+  await Promise.all(handles.map((h) => h.stop()));
+  await queen?.close();
+  await b?.stop();
+});
+
+const SEP = '\u001f';
+const runDefaults = { batchSize: 50, maxWaitMillis: 300 };
+
+async function names(prefix: string) {
+  const src = uniqueName(`${prefix}-src`);
+  const sink = uniqueName(`${prefix}-sink`);
+  await configureSource(b, src);
+  return { src, sink, queryId: uniqueName(prefix) };
+}
+
+function track(h: RunHandle): RunHandle {
+  handles.push(h);
+  return h;
+}
+
+describe('window boundaries (event time)', () => {
+  it('S10 tumbling edges: 10:00:00.000 and 10:00:59.999 close together, 10:01:00.000 stays open', async () => {
+    const { src, sink, queryId } = await names('s10');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1 })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const [p] = await push(b, src, [{ ts: '2026-01-05T10:00:00.000Z' }, { ts: '2026-01-05T10:00:59.999Z' }, { ts: '2026-01-05T10:01:00.000Z' }]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 10000);
+    expect(got.map((m) => m.data)).toEqual([{ count: 2 }]);
+    await sleep(300);
+    expect(await drain(b, sink)).toHaveLength(1);
+    const rows = await stateRows(b, h.queryUuid, p!.partition_id);
+    const open = rows.find((r) => r.key === `tumb:60${SEP}2026-01-05T10:01:00.000Z${SEP}${p!.partition_id}`);
+    expect(open?.value).toEqual({ acc: { count: 1 }, windowStart: Date.parse('2026-01-05T10:01:00.000Z'), windowEnd: Date.parse('2026-01-05T10:02:00.000Z') });
+    expect(rows.find((r) => r.key === '__wm__')?.value).toEqual({ eventTimeMs: Date.parse('2026-01-05T10:01:00.000Z') });
+    expect(rows).toHaveLength(2);
+  });
+
+  it('S11 epoch alignment: seconds 7 over epoch-ms 13000, 13999, 14000', async () => {
+    const { src, sink, queryId } = await names('s11');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 7, idleFlushMs: 0, eventTime: (m) => m.data.t })
+        .aggregate({ count: () => 1 })
+        .map((agg, ctx) => ({ ...agg, start: ctx.windowStart, end: ctx.windowEnd }))
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const [p] = await push(b, src, [{ t: 13000 }, { t: 13999 }, { t: 14000 }]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 10000);
+    expect(got.map((m) => m.data)).toEqual([{ count: 2, start: 7000, end: 14000 }]);
+    const rows = await stateRows(b, h.queryUuid, p!.partition_id);
+    expect(rows.map((r) => r.key).sort()).toEqual(['__wm__', `tumb:7${SEP}1970-01-01T00:00:14.000Z${SEP}${p!.partition_id}`]);
+  });
+});
+
+describe('closing (processing time)', () => {
+  it('S18 flush disabled: windows close only when the next message of the partition arrives', async () => {
+    const { src, sink, queryId } = await names('s18');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 2, idleFlushMs: 0 })
+        .aggregate({ count: () => 1 })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    await push(b, src, [{ v: 1 }, { v: 2 }]);
+    await sleep(2600);
+    expect(await drain(b, sink)).toEqual([]);
+    expect(h.metrics().cyclesTotal).toBeGreaterThanOrEqual(1);
+    const [p] = await push(b, src, [{ v: 3 }]);
+    const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 2, 3000);
+    expect(sumOf(got, 'count')).toBe(2);
+    const rows = await stateRows(b, h.queryUuid, p!.partition_id);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.value.acc).toEqual({ count: 1 });
+  });
+
+  it('S19 idle flush closes a quiet partition and leaves no rows', async () => {
+    const { src, sink, queryId } = await names('s19');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 1, idleFlushMs: 700 })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const t0 = Date.now();
+    const [p] = await push(b, src, [{ v: 7 }, { v: 7 }, { v: 7 }]);
+    const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 3, 5000);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect({ count: sumOf(got, 'count'), sum: sumOf(got, 'sum') }).toEqual({ count: 3, sum: 21 });
+    expect(h.metrics().flushCyclesTotal).toBeGreaterThanOrEqual(1);
+    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+  });
+
+  it('S19 with idleFlushMs omitted (5000) the emits arrive within 9 s', async () => {
+    const { src, sink, queryId } = await names('s19d');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 1 })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const t0 = Date.now();
+    await push(b, src, [{ v: 7 }, { v: 7 }, { v: 7 }]);
+    const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 3, 9000);
+    expect(Date.now() - t0).toBeLessThan(9000);
+    expect({ count: sumOf(got, 'count'), sum: sumOf(got, 'sum') }).toEqual({ count: 3, sum: 21 });
+    expect(h.metrics().flushCyclesTotal).toBeGreaterThanOrEqual(1);
+  });
+
+  it('S20 grace period holds the window open past its end', async () => {
+    const { src, sink, queryId } = await names('s20');
+    track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 2, gracePeriod: 4, idleFlushMs: 500 })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const t0 = Date.now();
+    await push(b, src, [{ v: 1 }, { v: 2 }, { v: 3 }]);
+    await sleep(Math.max(0, 3000 - (Date.now() - t0)));
+    expect(await drain(b, sink)).toEqual([]);
+    const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 3, 8000 - (Date.now() - t0));
+    expect({ count: sumOf(got, 'count'), sum: sumOf(got, 'sum') }).toEqual({ count: 3, sum: 6 });
+  });
+});
+
+describe('aggregates, reduce, post operators', () => {
+  it('S27 aggregate payloads are exact', async () => {
+    const { src, sink, queryId } = await names('s27');
+    track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1, sum: (m) => m.x, min: (m) => m.x, max: (m) => m.x, avg: (m) => m.x })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const at = (min: number, x: unknown) => ({ ts: `2026-01-05T10:0${min}:10.000Z`, x });
+    await push(b, src, [10, 5, 30, 2, 3].map((x) => at(0, x)));
+    await push(b, src, [4, 'x', null, 6].map((x) => at(1, x)));
+    await push(b, src, [at(2, 1)]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 2, 10000);
+    expect(got.map((m) => m.data)).toEqual([
+      { count: 5, sum: 50, min: 2, max: 30, avg: 10 },
+      { count: 4, sum: 10, min: 4, max: 6, avg: 5 },
+    ]);
+  });
+
+  it('S28 reduce: scalar → {value}, object accumulators independent across windows', async () => {
+    const a = await names('s28a');
+    track(
+      await Stream.from(queen.queue(a.src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .reduce((acc: number, v) => acc + v.n, 0)
+        .to(queen.queue(a.sink))
+        .run({ queryId: a.queryId, url: b.url, ...runDefaults }),
+    );
+    await push(b, a.src, [{ ts: '2026-01-05T10:00:01Z', n: 4 }, { ts: '2026-01-05T10:00:02Z', n: 5 }, { ts: '2026-01-05T10:01:00Z', n: 100 }]);
+    expect((await collectUntil(b, a.sink, (all) => all.length >= 1, 10000)).map((m) => m.data)).toEqual([{ value: 9 }]);
+
+    const o = await names('s28b');
+    track(
+      await Stream.from(queen.queue(o.src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .reduce((acc: { n: number }, v) => {
+          acc.n += v.n;
+          return acc;
+        }, { n: 0 })
+        .to(queen.queue(o.sink))
+        .run({ queryId: o.queryId, url: b.url, ...runDefaults }),
+    );
+    // one batch spanning two windows, then a later event closing the second
+    await push(b, o.src, [{ ts: '2026-01-05T10:00:01Z', n: 1 }, { ts: '2026-01-05T10:00:02Z', n: 2 }, { ts: '2026-01-05T10:01:01Z', n: 10 }]);
+    await push(b, o.src, [{ ts: '2026-01-05T10:02:30Z', n: 1000 }]);
+    expect((await collectUntil(b, o.sink, (all) => all.length >= 2, 10000)).map((m) => m.data)).toEqual([{ n: 3 }, { n: 10 }]);
+  });
+
+  it('S30 post map sees the window context; a post filter drops the emit but still deletes the row', async () => {
+    const { src, sink, queryId } = await names('s30');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1 })
+        .map((agg, ctx) => ({ ...agg, k: ctx.windowKey, p: ctx.partition, pid: ctx.partitionId, ws: ctx.windowStart, we: ctx.windowEnd, key: ctx.key }))
+        .filter((v) => v.count !== 2)
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const [p] = await push(b, src, [{ ts: '2026-01-05T10:00:01Z' }, { ts: '2026-01-05T10:01:01Z' }, { ts: '2026-01-05T10:01:02Z' }], 'cust-7');
+    await push(b, src, [{ ts: '2026-01-05T10:02:01Z' }, { ts: '2026-01-05T10:03:01Z' }], 'cust-7');
+    const pid = p!.partition_id;
+    const got = await collectUntil(b, sink, (all) => all.length >= 2, 10000, 500);
+    expect(got.map((m) => m.data)).toEqual([
+      { count: 1, k: `tumb:60${SEP}2026-01-05T10:00:00.000Z${SEP}${pid}`, p: 'cust-7', pid, ws: Date.parse('2026-01-05T10:00:00Z'), we: Date.parse('2026-01-05T10:01:00Z'), key: pid },
+      { count: 1, k: `tumb:60${SEP}2026-01-05T10:02:00.000Z${SEP}${pid}`, p: 'cust-7', pid, ws: Date.parse('2026-01-05T10:02:00Z'), we: Date.parse('2026-01-05T10:03:00Z'), key: pid },
+    ]);
+    expect(typeof got[0]!.data.pid).toBe('string');
+    // the 10:01 window (count 2) was filtered out: no sink message, and its row is gone
+    const keys = (await stateRows(b, h.queryUuid, pid)).map((r) => r.key);
+    expect(keys.sort()).toEqual(['__wm__', `tumb:60${SEP}2026-01-05T10:03:00.000Z${SEP}${pid}`]);
+  });
+});

@@ -1,0 +1,87 @@
+import { expect } from 'vitest';
+import { sleep, type TestBroker } from '@queen-mq/testing';
+
+// Shared by the streams integration tests (outside src/: neither built nor collected as a test).
+
+/** Stream defaults of SCENARIOS.md: the source configured {leaseTime: 2, retryLimit: 100}. */
+export async function configureSource(b: TestBroker, queue: string, options: Record<string, unknown> = {}) {
+  const res = await b.http('POST', '/api/v1/configure', { queue, options: { leaseTime: 2, retryLimit: 100, ...options } });
+  expect(res.status).toBe(200);
+}
+
+export interface Pushed {
+  partition_id: string;
+  offset: string;
+  transaction_id: string;
+}
+
+export async function push(b: TestBroker, queue: string, payloads: unknown[], partition?: string): Promise<Pushed[]> {
+  const res = await b.http('POST', '/api/v1/push', { items: payloads.map((payload) => ({ queue, payload, ...(partition ? { partition } : {}) })) });
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+export interface SinkMessage {
+  data: any;
+  partition: string;
+  partitionId: string;
+  transactionId: string;
+  offset: string;
+}
+
+/**
+ * Everything currently on a queue, read by a fresh group (autoAck) until two
+ * consecutive empty pops: `drain(sink)` of SCENARIOS.md. Sorted by partition, then offset.
+ */
+export async function drain(b: TestBroker, queue: string, group = `drain-${Math.random().toString(16).slice(2)}`): Promise<SinkMessage[]> {
+  const out: SinkMessage[] = [];
+  let empty = 0;
+  while (empty < 2) {
+    const res = await b.http('GET', `/api/v1/pop/queue/${encodeURIComponent(queue)}?batch=100&wait=true&timeout=200&autoAck=true&partitions=50&consumerGroup=${encodeURIComponent(group)}`);
+    if (res.status === 204) {
+      empty += 1;
+      continue;
+    }
+    empty = 0;
+    out.push(...res.body.messages);
+  }
+  return out;
+}
+
+/**
+ * Polls the sink (one group across polls) until `done(all)` holds; answers
+ * everything read. With `settleMs`, keeps reading that long afterwards so a
+ * duplicate or extra message would show up in the answer.
+ */
+export async function collectUntil(b: TestBroker, queue: string, done: (all: SinkMessage[]) => boolean, ms: number, settleMs = 0): Promise<SinkMessage[]> {
+  const group = `collect-${Math.random().toString(16).slice(2)}`;
+  const all: SinkMessage[] = [];
+  const end = Date.now() + ms;
+  while (!done(all)) {
+    if (Date.now() > end) throw new Error(`sink ${queue}: condition not met within ${ms} ms; got ${JSON.stringify(all.map((m) => m.data))}`);
+    const res = await b.http('GET', `/api/v1/pop/queue/${encodeURIComponent(queue)}?batch=500&wait=true&timeout=200&autoAck=true&partitions=50&consumerGroup=${group}`);
+    if (res.status === 200) all.push(...res.body.messages);
+  }
+  const settleEnd = Date.now() + settleMs;
+  while (Date.now() < settleEnd) {
+    const res = await b.http('GET', `/api/v1/pop/queue/${encodeURIComponent(queue)}?batch=500&wait=true&timeout=200&autoAck=true&partitions=50&consumerGroup=${group}`);
+    if (res.status === 200) all.push(...res.body.messages);
+  }
+  return all;
+}
+
+export async function stateRows(b: TestBroker, queryId: string, partitionId: string): Promise<{ key: string; value: any; version: number }[]> {
+  const res = await b.http('POST', '/streams/v1/state/get', { query_id: queryId, partition_id: partitionId });
+  expect(res.status).toBe(200);
+  return res.body.rows;
+}
+
+export async function cursorOf(b: TestBroker, group: string, queue: string, partition = 'Default'): Promise<string | undefined> {
+  const res = await b.http('GET', `/api/v1/consumer-groups/${encodeURIComponent(group)}?queue=${encodeURIComponent(queue)}`);
+  if (res.status !== 200) return undefined;
+  return res.body.partitions.find((p: any) => p.partition === partition)?.cursor;
+}
+
+export const sumOf = (msgs: SinkMessage[], field: string) => msgs.reduce((s, m) => s + (m.data?.[field] ?? 0), 0);
+
+export { sleep };

@@ -1,0 +1,40 @@
+import { chainError, type SinkPlugin, type QueueRef } from '@queen-mq/core';
+
+/** Options of {@link queueSink}. */
+export interface QueueSinkOptions<T = any> {
+  /**
+   * Sink partition: a name, or a function of the value. Default: the source
+   * partition's name, so per-partition order carries over to the sink.
+   */
+  partition?: string | ((value: T) => string);
+}
+
+/**
+ * Pushes every value that leaves the chain to `queue`, inside the cycle's
+ * transaction: the push, the state change and the source ack commit together
+ * (exactly-once). Each push carries a deterministic transactionId, so a
+ * replayed emit is a `duplicate` on the sink instead of a second message.
+ */
+export function queueSink<T = any>(queue: QueueRef | string, options: QueueSinkOptions<T> = {}): SinkPlugin {
+  const name = typeof queue === 'string' ? queue : queue?.name;
+  if (typeof name !== 'string' || name === '') throw chainError('.to() takes a queue handle (queen.queue(name)) or a queue name');
+  const partition = options.partition;
+  if (partition !== undefined && typeof partition !== 'function' && (typeof partition !== 'string' || partition === '')) {
+    throw chainError('.to(): partition must be a non-empty string or a function of the value');
+  }
+  return Object.freeze({
+    kind: 'queue',
+    shape: { queue: name },
+    sinkQueue: name,
+    toPushItems(value: unknown, ctx) {
+      let target = ctx.partition;
+      if (typeof partition === 'string') target = partition;
+      else if (typeof partition === 'function') {
+        const p = partition(value as T);
+        if (typeof p !== 'string' || p === '') throw chainError(`.to(): the partition function returned ${JSON.stringify(p)}; expected a non-empty string`);
+        target = p;
+      }
+      return [{ queue: name, partition: target, payload: value }];
+    },
+  } satisfies SinkPlugin);
+}
