@@ -218,19 +218,21 @@ $$;
 create function queen.log_push_many_v1(p_items jsonb, p_producer_sub text) returns jsonb
 language plpgsql as $$
 declare
-  v_out  jsonb := '[]'::jsonb;
+  -- Results collect in a plpgsql array (appended in place) and become JSON
+  -- once: growing a jsonb value item by item copies it each time (quadratic).
+  v_out  jsonb[] := '{}';
   v_item jsonb;
 begin
   perform 1 from queen.partitions
    where id in (select (e->>'partition_id')::uuid from jsonb_array_elements(p_items) e)
    order by id for update;
   for v_item in select e from jsonb_array_elements(p_items) e loop
-    v_out := v_out || jsonb_build_array(queen.log_push_one_v1(
+    v_out := array_append(v_out, queen.log_push_one_v1(
       (v_item->>'partition_id')::uuid, v_item->'payload', v_item->>'transaction_id',
       (v_item->>'trace_id')::uuid, p_producer_sub, v_item ? 'encrypted',
       case when v_item ? 'encrypted' then decode(v_item->>'encrypted', 'base64') end));
   end loop;
-  return v_out;
+  return to_jsonb(v_out);
 end
 $$;
 

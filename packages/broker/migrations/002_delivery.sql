@@ -183,25 +183,32 @@ $$;
 create function queen.log_ack_v1(p_group text, p_items jsonb) returns jsonb
 language plpgsql as $$
 declare
-  v_results   jsonb := '{}'::jsonb;
+  -- Results by idx in a plpgsql array (assigned in place), JSON once at the
+  -- end: growing a jsonb value per item copies it each time (quadratic).
+  v_results   jsonb[];
   v_item      record;
   v_cur       queen.cursors%rowtype;
   v_stopped   uuid[] := '{}';
+  v_ended     jsonb := '{}'::jsonb;  -- pid -> {lease, last}: leases this request ended by failed/retry
+  v_lease_ok  boolean;
+  v_lease_last bigint;
   v_head      bigint;
   v_count     int;
   v_limit     int;
   v_released  boolean;
   v_dlq       boolean;
   v_res       jsonb;
-  v_out       jsonb := '[]'::jsonb;
-  i           int;
 begin
-  -- Missing cursor rows first, then every cursor row locked ascending (rank 5).
+  v_results := array_fill(null::jsonb, array[jsonb_array_length(p_items)], array[0]);
+  -- Missing cursor rows first (inserted ascending too: two requests creating
+  -- the same rows in opposite orders would wait on each other's insert), then
+  -- every cursor row locked ascending (rank 5).
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
-  select distinct p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
-    from jsonb_array_elements(p_items) e
-    join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId'
-    join queen.partitions p on p.id = m.partition_id
+  select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+    from queen.partitions p
+   where p.id in (select m.partition_id from jsonb_array_elements(p_items) e
+                    join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId')
+   order by p.id
   on conflict do nothing;
   perform 1 from queen.cursors c
    where c.consumer_group = p_group
@@ -223,27 +230,33 @@ begin
       'dlq', false, 'offset', v_item.msg_offset::text, 'alreadyAcked', false);
 
     if v_item.msg_offset is null then
-      v_results := v_results || jsonb_build_object(v_item.idx::text,
-        v_res || '{"error":"Message not found","code":"MESSAGE_NOT_FOUND"}'::jsonb);
+      v_results[v_item.idx] := v_res || '{"error":"Message not found","code":"MESSAGE_NOT_FOUND"}'::jsonb;
       continue;
     end if;
 
     select * into v_cur from queen.cursors c where c.partition_id = v_item.pid and c.consumer_group = p_group;
 
     if v_item.msg_offset <= v_cur.cursor_offset then
-      v_results := v_results || jsonb_build_object(v_item.idx::text, v_res || '{"success":true,"alreadyAcked":true}'::jsonb);
+      v_results[v_item.idx] := v_res || '{"success":true,"alreadyAcked":true}'::jsonb;
       continue;
     end if;
 
     if v_item.lease_id is not null then
-      if v_cur.lease_id is distinct from v_item.lease_id or v_cur.lease_expires_at <= now() then
-        v_results := v_results || jsonb_build_object(v_item.idx::text,
-          v_res || '{"error":"Invalid or expired lease","code":"LEASE_EXPIRED"}'::jsonb);
+      -- Fenced against the lease as the request found it: a failed/retry item
+      -- earlier in this request ending the lease must not turn the later items
+      -- of that lease into LEASE_EXPIRED (they are charged or ACK_BLOCKED).
+      v_lease_ok := v_cur.lease_id = v_item.lease_id and v_cur.lease_expires_at > now();
+      v_lease_last := v_cur.lease_last_offset;
+      if not coalesce(v_lease_ok, false) and (v_ended->(v_item.pid::text)->>'lease')::uuid = v_item.lease_id then
+        v_lease_ok := true;
+        v_lease_last := (v_ended->(v_item.pid::text)->>'last')::bigint;
+      end if;
+      if not coalesce(v_lease_ok, false) then
+        v_results[v_item.idx] := v_res || '{"error":"Invalid or expired lease","code":"LEASE_EXPIRED"}'::jsonb;
         continue;
       end if;
-      if v_item.msg_offset > v_cur.lease_last_offset then
-        v_results := v_results || jsonb_build_object(v_item.idx::text,
-          v_res || '{"error":"Message is beyond what this lease delivered","code":"MESSAGE_NOT_LEASED"}'::jsonb);
+      if v_item.msg_offset > v_lease_last then
+        v_results[v_item.idx] := v_res || '{"error":"Message is beyond what this lease delivered","code":"MESSAGE_NOT_LEASED"}'::jsonb;
         continue;
       end if;
     end if;
@@ -254,9 +267,9 @@ begin
 
     if v_item.pid = any(v_stopped) then
       if v_item.status in ('completed', 'success', 'dlq') then
-        v_results := v_results || jsonb_build_object(v_item.idx::text, v_res || jsonb_build_object(
+        v_results[v_item.idx] := v_res || jsonb_build_object(
           'error', 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered',
-          'code', 'ACK_BLOCKED'));
+          'code', 'ACK_BLOCKED');
         continue;
       elsif v_item.status = 'failed' then
         perform queen.log_charge_failure_v1(v_item.pid, p_group, v_item.msg_offset);
@@ -279,22 +292,24 @@ begin
       else
         perform queen.log_release_lease_v1(v_item.pid, p_group);
         v_released := v_cur.lease_id is not null;
+        if v_released then
+          v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
+        end if;
         v_stopped := v_stopped || v_item.pid;
       end if;
     else -- retry
       perform queen.log_release_lease_v1(v_item.pid, p_group);
       v_released := v_cur.lease_id is not null;
+      if v_released then
+        v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
+      end if;
       v_stopped := v_stopped || v_item.pid;
     end if;
 
-    v_results := v_results || jsonb_build_object(v_item.idx::text,
-      v_res || jsonb_build_object('success', true, 'leaseReleased', v_released, 'dlq', v_dlq));
+    v_results[v_item.idx] := v_res || jsonb_build_object('success', true, 'leaseReleased', v_released, 'dlq', v_dlq);
   end loop;
 
-  for i in 0 .. jsonb_array_length(p_items) - 1 loop
-    v_out := v_out || jsonb_build_array(v_results->(i::text));
-  end loop;
-  return v_out;
+  return to_jsonb(v_results);
 end
 $$;
 

@@ -2,6 +2,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { QueenError, type AccessLevel } from '@queen-mq/protocol';
 import { ackRoutes } from './ack.js';
 import { registerAuth } from './auth.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan, unstorableFields } from './http.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
 import { configureRoutes } from './configure.js';
@@ -52,7 +53,8 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
     loggerInstance: ctx.log as unknown as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: ctx.config.maxBodyBytes,
-    routerOptions: { ignoreTrailingSlash: true },
+    // KV keys (512 chars) and partition names (255) arrive percent-encoded: up to 12 bytes a char.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
     return503OnClosing: false,
   });
 
@@ -61,11 +63,20 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, {});
-    try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(new QueenError('INVALID_JSON', 'Request body is not valid JSON'), undefined);
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+      return done(new QueenError('VALIDATION_FAILED', `Body nests deeper than ${MAX_JSON_DEPTH} levels`, {
+        details: [{ field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }],
+      }), undefined);
     }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return done(new QueenError('INVALID_JSON', 'Request body is not valid JSON'), undefined);
+    }
+    const details = unstorableFields(text, parsed);
+    if (details.length) return done(new QueenError('VALIDATION_FAILED', 'Body holds text PostgreSQL cannot store', { details }), undefined);
+    done(null, parsed);
   });
 
   app.addHook('onRequest', async (_req, reply) => {

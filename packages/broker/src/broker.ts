@@ -11,6 +11,7 @@ import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
 import { retentionService } from './retention.js';
+import { timerService } from './timers.js';
 
 export const VERSION = '0.1.0';
 
@@ -81,7 +82,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const address = app.server.address() as { port: number };
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
-  const services = [retentionService, ...(options.services ?? [])].map((start) => start(ctx));
+  const services = [retentionService, timerService, ...(options.services ?? [])].map((start) => start(ctx));
 
   let closing: Promise<void> | undefined;
   const close = () =>

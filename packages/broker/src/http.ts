@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { QueenError, issuesToDetails, type FieldIssue, type RouteSpec } from '@queen-mq/protocol';
+import { QueenError, fieldPath, issuesToDetails, type FieldIssue, type RouteSpec } from '@queen-mq/protocol';
 import type { z } from 'zod';
 
 /** What a handler receives: the validated (and defaulted) params, query and body. */
@@ -31,7 +31,8 @@ export function registerRoute<S extends RouteSpec>(
       const details: FieldIssue[] = [];
       const parse = (schema: z.ZodType | undefined, value: unknown, prefix: string) => {
         if (!schema) return undefined;
-        const result = schema.safeParse(value ?? {});
+        // Only an absent body reads as {}: JSON null is a body that is not an object (400).
+        const result = schema.safeParse(value === undefined ? {} : value);
         if (!result.success) {
           details.push(...issuesToDetails(prefix, result.error));
           return undefined;
@@ -47,4 +48,62 @@ export function registerRoute<S extends RouteSpec>(
       return out;
     },
   });
+}
+
+// JSON may carry text that PostgreSQL cannot store: U+0000 (jsonb and text
+// reject it) and unpaired UTF-16 surrogates (jsonb rejects their escapes).
+// Both can only come from `\u` escapes in the raw text, so the cheap test on
+// the text gates the walk, and ordinary bodies never pay for it.
+const SUSPECT_ESCAPE = /\\u(0000|[dD][89a-fA-F])/;
+const UNSTORABLE = /\u0000|\p{Cs}/u;
+
+/**
+ * Body fields whose strings (or object keys) PostgreSQL cannot store, as
+ * VALIDATION_FAILED details; empty when the body is storable. Caught here,
+ * before any handler, they are a 400 that changes nothing instead of a
+ * database error.
+ */
+export function unstorableFields(raw: string, body: unknown): FieldIssue[] {
+  if (!SUSPECT_ESCAPE.test(raw)) return [];
+  const out: FieldIssue[] = [];
+  const message = 'must not contain U+0000 or unpaired surrogates';
+  const walk = (value: unknown, path: (string | number)[]) => {
+    if (typeof value === 'string') {
+      if (UNSTORABLE.test(value)) out.push({ field: fieldPath('body', path), message });
+    } else if (Array.isArray(value)) {
+      value.forEach((v, i) => walk(v, [...path, i]));
+    } else if (value !== null && typeof value === 'object') {
+      for (const [k, v] of Object.entries(value)) {
+        // A bad key is reported on its object: the key itself is not printable.
+        if (UNSTORABLE.test(k)) out.push({ field: fieldPath('body', path), message: `keys ${message}` });
+        else walk(v, [...path, k]);
+      }
+    }
+  };
+  walk(body, []);
+  return out;
+}
+
+/** Deepest JSON nesting a body may have: JSON.stringify and PostgreSQL's jsonb both recurse per level. */
+export const MAX_JSON_DEPTH = 1000;
+
+/**
+ * True when the JSON text nests arrays/objects deeper than `max`. Bodies
+ * shorter than `max` characters cannot, so ordinary requests skip the scan.
+ */
+export function nestsDeeperThan(text: string, max: number): boolean {
+  if (text.length <= max) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // backslash: skip the escaped character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) {
+      if (++depth > max) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
 }

@@ -12,3 +12,5 @@ export { ackItems } from './ack.js';
 export { popOnce } from './pop.js';
 export { runTransaction, setTransactionExtension, TransactionItemError, type TransactionExtension } from './transaction.js';
 export { runMaintenance, setMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';
+export { scheduleTimers, fireDueTimers, timerService } from './timers.js';
+export { metricsOf, type BrokerMetrics } from './metrics.js';

@@ -148,6 +148,25 @@ describe('ack', () => {
     expect(await cursorOf('__QUEUE_MODE__', q)).toMatchObject({ cursor: '2', leased: false });
   });
 
+  it('an ack/batch of 10000 items stays fast', async () => {
+    const q = uniqueName('bulkack');
+    for (let k = 0; k < 4; k++) await pushN(q, `p${k}`, 2500);
+    const msgs: any[] = [];
+    for (let k = 0; k < 4; k++) msgs.push(...(await b.http('GET', `/api/v1/pop/queue/${q}/partition/p${k}?batch=2500`)).body.messages);
+    expect(msgs).toHaveLength(10000);
+    const t0 = Date.now();
+    const res = await b.http('POST', '/api/v1/ack/batch', {
+      acknowledgments: msgs.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId })),
+    });
+    const ms = Date.now() - t0;
+    console.log(`10000-item ack/batch over 4 partitions: ${ms} ms`);
+    expect(res.body).toHaveLength(10000);
+    expect(res.body.every((x: any, i: number) => x.success && x.index === i)).toBe(true);
+    expect(res.body.filter((x: any) => x.leaseReleased)).toHaveLength(4);
+    // Was minutes when results were accumulated by growing a jsonb value.
+    expect(ms).toBeLessThan(20000);
+  });
+
   it('B43 message rows are immutable: pop, ack, failed ack, dlq, seek and extend never write them', async () => {
     const q = uniqueName('b43');
     await pushN(q, 'p', 6);

@@ -229,6 +229,63 @@ describe('bad input', () => {
     expect(await footprint()).toEqual(before);
   });
 
+  it('JSON text PostgreSQL cannot store (U+0000, unpaired surrogates) is a 400 naming the field, never a 500', async () => {
+    const q = uniqueName('x-nul');
+    const before = await footprint();
+    const cases: [string, string[]][] = [
+      [`{"items":[{"queue":"${q}","payload":"a\\u0000b"}]}`, ['body.items[0].payload']],
+      [`{"items":[{"queue":"${q}","payload":{"k\\u0000":1}}]}`, ['body.items[0].payload']],
+      [`{"items":[{"queue":"${q}","payload":1},{"queue":"${q}","payload":["ok","\\ud800"]}]}`, ['body.items[1].payload[1]']],
+      [`{"items":[{"queue":"${q}","payload":"\\udc00 tail"}]}`, ['body.items[0].payload']],
+    ];
+    for (const [text, expected] of cases) {
+      const r = await b.http('POST', '/api/v1/push', text);
+      expect(r.status, text).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect(fields(r.body)).toEqual(expected);
+    }
+    const ack = await b.http('POST', '/api/v1/ack', `{"transactionId":"t","partitionId":"${crypto.randomUUID()}","error":"x\\u0000"}`);
+    expect(ack.status).toBe(400);
+    expect(fields(ack.body)).toEqual(['body.error']);
+    expect(await footprint()).toEqual(before);
+    // Escaped backslashes and real surrogate pairs are ordinary text.
+    const fine = await b.http('POST', '/api/v1/push', `{"items":[{"queue":"${q}","payload":["\\\\u0000","\\ud83d\\ude00"]}]}`);
+    expect(fine.status).toBe(201);
+    const pop = await b.http('GET', `/api/v1/pop/queue/${q}`);
+    expect(pop.body.messages[0].data).toEqual(['\\u0000', '😀']);
+  });
+
+  it('a body nested deeper than 1000 levels is a 400; 990 levels round-trip', async () => {
+    const q = uniqueName('x-deep');
+    const before = await footprint();
+    for (const levels of [1001, 100_000]) {
+      const r = await b.http('POST', '/api/v1/push', `{"items":[{"queue":"${q}","payload":${'['.repeat(levels)}${']'.repeat(levels)}}]}`);
+      expect(r.status, String(levels)).toBe(400);
+      expect(r.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ field: 'body' }] });
+    }
+    expect(await footprint()).toEqual(before);
+    // Brackets inside strings are text, not nesting.
+    const text = { s: '['.repeat(5000) };
+    expect((await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: text }] })).status).toBe(201);
+    const deep = JSON.parse(`${'['.repeat(990)}"bottom"${']'.repeat(990)}`);
+    expect((await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: deep }] })).status).toBe(201);
+    const pop = await b.http('GET', `/api/v1/pop/queue/${q}?batch=2`);
+    expect(pop.body.messages.map((m: any) => m.data)).toEqual([text, deep]);
+  });
+
+  it('a JSON body that is not an object is a 400 even where every field is optional', async () => {
+    for (const text of ['null', '[]', '5', '"x"', 'true']) {
+      const r = await b.http('POST', `/api/v1/lease/${crypto.randomUUID()}/extend`, text);
+      expect(r.status, text).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+      expect(fields(r.body)).toEqual(['body']);
+    }
+    // An empty body reads as {}.
+    const empty = await b.http('POST', `/api/v1/lease/${crypto.randomUUID()}/extend`, '');
+    expect(empty.status).toBe(200);
+    expect(empty.body[0].code).toBe('LEASE_NOT_FOUND');
+  });
+
   it('path segments are percent-decoded: a partition name may hold "/" and spaces', async () => {
     const q = uniqueName('x-dec');
     const partition = 'a/b c';

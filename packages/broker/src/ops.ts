@@ -50,5 +50,14 @@ export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     return body;
   });
 
-  registerRoute(app, routes.openapi, async () => buildOpenApi(routeCatalogue, { title: 'Queen', version: ctx.version }));
+  // Only what this broker serves: features composed in by the deployable (the
+  // KV, ...) are in the catalogue but not on every broker.
+  let document: unknown;
+  registerRoute(app, routes.openapi, async () => {
+    document ??= buildOpenApi(
+      Object.fromEntries(Object.entries(routeCatalogue).filter(([, r]) => app.hasRoute({ method: r.method, url: r.url }))),
+      { title: 'Queen', version: ctx.version },
+    );
+    return document;
+  });
 }

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp, type TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { scheduleTimers } from './timers.js';
 
 interface AllocatorResult {
   status: 'queued' | 'duplicate';
@@ -87,7 +88,7 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
         const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx) : [];
-        const timerResults = body.timers?.length ? await ext.timers!(client, body.timers, ctx, producerSub) : [];
+        const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub) : [];
         if (pushes.length) {
           const rows = pushes.map((p) => ({
             partition_id: ctx.partitions.get(dir, p.item.queue, p.item.partition).partitionId,
@@ -156,7 +157,6 @@ export function transactionRoutes(app: FastifyInstance, ctx: BrokerContext): voi
     const ext = extensions.get(ctx) ?? {};
     const details = [
       ...(body.kv?.length && !ext.kv ? [{ field: 'body.kv', message: 'kv is not enabled on this broker' }] : []),
-      ...(body.timers?.length && !ext.timers ? [{ field: 'body.timers', message: 'timers are not enabled on this broker' }] : []),
     ];
     if (details.length) throw new QueenError('VALIDATION_FAILED', details.map((d) => d.message).join('; '), { details });
     return runTransaction(ctx, body, request.principal?.subject ?? null);

@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { QueenError, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
 import { QueueHandle } from './queue-handle.js';
+import { TransactionBuilder } from './transaction.js';
 import { Transport, type RequestOptions } from './transport.js';
 
 /** Options of {@link Queen}. */
@@ -133,6 +134,11 @@ export class Queen {
       signal: options.signal,
     });
     return out[0]!;
+  }
+
+  /** A transaction builder: pushes, acks, KV ops and timers committed together (`.commit()`). */
+  transaction(): TransactionBuilder {
+    return new TransactionBuilder(this);
   }
 
   /** Closes the keep-alive connections. */

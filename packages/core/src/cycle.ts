@@ -30,10 +30,6 @@ export function emitOutputs(rt: RunnerContext, partitionId: string, partition: s
   });
 }
 
-async function send(rt: RunnerContext, body: CycleRequest): Promise<CycleResponse> {
-  return rt.api.cycle(body);
-}
-
 function baseBody(rt: RunnerContext, batch: PartitionBatch, stateOps: StateOp[], pushItems: CycleRequest['push_items']): Omit<CycleRequest, 'ack'> {
   return { query_id: rt.queryId, partition_id: batch.partitionId, consumer_group: rt.consumerGroup, state_ops: stateOps, push_items: pushItems };
 }
@@ -59,9 +55,14 @@ export async function processPartitionBatch(rt: RunnerContext, batch: PartitionB
 }
 
 async function windowCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  // Until this batch commits, the idle flush must not close windows it may belong to.
+  rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: Date.now(), awaitingRedelivery: true });
+  await windowCycleAttempts(rt, batch);
+}
+
+async function windowCycleAttempts(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
   const { plan } = rt;
   const { plugin, options } = plan.window!;
-  rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: Date.now() });
   const prepared = prepareWindowBatch(plan, batch.messages);
   for (const s of prepared.skipped) rt.report(s.error, { phase: 'window-apply', partitionId: batch.partitionId, offset: s.message.offset });
   const last = batch.messages[batch.messages.length - 1]!;
@@ -89,12 +90,13 @@ async function windowCycle(rt: RunnerContext, batch: PartitionBatch): Promise<vo
     const fold = foldWindowBatch(plan, prepared, stored, ripeRows, clock);
     const outputs = emitOutputs(rt, batch.partitionId, batch.partition, fold.emits);
     const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
-    const res = await send(rt, {
+    const res = await rt.api.cycle({
       ...baseBody(rt, batch, fold.stateOps, pushItems),
       ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
       release_lease: true,
     });
     if (res.success) {
+      rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: Date.now() });
       rt.metrics.cyclesTotal += 1;
       rt.metrics.messagesTotal += batch.messages.length;
       rt.metrics.lateEventsTotal += fold.lateDropped;
@@ -113,6 +115,15 @@ async function windowCycle(rt: RunnerContext, batch: PartitionBatch): Promise<vo
     rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
     return;
   }
+  conflictsExhausted(rt, batch);
+}
+
+function conflictsExhausted(rt: RunnerContext, batch: PartitionBatch): void {
+  if (rt.isStopped()) return;
+  rt.report(new Error(`cycle gave up after ${MAX_CONFLICT_RETRIES + 1} VERSION_CONFLICTs; the batch returns when its lease expires`), {
+    phase: 'cycle',
+    partitionId: batch.partitionId,
+  });
 }
 
 async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
@@ -137,7 +148,7 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void
     }));
     const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
     const lastAllowed = batch.messages[result.allowedMessages - 1]!;
-    const res = await send(rt, {
+    const res = await rt.api.cycle({
       ...baseBody(rt, batch, result.stateOps, pushItems),
       ack: {
         transactionId: lastAllowed.transactionId,
@@ -167,6 +178,7 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void
     rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
     return;
   }
+  conflictsExhausted(rt, batch);
 }
 
 async function statelessCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
@@ -178,7 +190,7 @@ async function statelessCycle(rt: RunnerContext, batch: PartitionBatch): Promise
   }));
   const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);
   const last = batch.messages[batch.messages.length - 1]!;
-  const res = await send(rt, {
+  const res = await rt.api.cycle({
     ...baseBody(rt, batch, [], pushItems),
     ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
     release_lease: true,

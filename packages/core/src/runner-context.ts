@@ -34,6 +34,12 @@ export interface RunMetrics {
 export interface TouchedPartition {
   partition: string;
   lastTouchedMs: number;
+  /**
+   * A batch of this partition ended without a commit and will be redelivered
+   * when its lease expires; the idle flush leaves the partition alone until a
+   * cycle commits, or it could close a window those messages belong to.
+   */
+  awaitingRedelivery?: boolean;
 }
 
 /** Shared by the pop loop, the cycle and the idle flush of one runner. */

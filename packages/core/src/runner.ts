@@ -208,7 +208,7 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
     while (!stopper.signal.aborted) {
       await sleep(every, stopper.signal);
       if (stopper.signal.aborted) return;
-      await flushTouchedPartitions(rt);
+      await flushTouchedPartitions(rt, queen);
     }
   }
 

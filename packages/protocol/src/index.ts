@@ -8,5 +8,6 @@ export * from './lease.js';
 export * from './ops.js';
 export * from './admin.js';
 export * from './streams.js';
+export * from './kv.js';
 export * from './routes.js';
 export * from './openapi.js';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ackBatchBody, ackBody, ackResponse } from './ack.js';
 import { adminRoutes } from './admin.js';
 import { leaseExtendBody, leaseExtendParams, leaseExtendResponse } from './lease.js';
+import { kvRoutes } from './kv.js';
 import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
@@ -70,4 +71,5 @@ export const allRoutes: Record<string, RouteSpec> = {
   ...routes,
   ...adminRoutes,
   ...streamRoutes,
+  ...kvRoutes,
 };

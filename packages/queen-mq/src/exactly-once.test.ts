@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { collectUntil, configureSource, cursorOf, sleep, sumOf } from '../test/helpers.js';
 
 // Exactly-once under crashes: the runner lives in a child process that is
@@ -12,7 +12,7 @@ import { collectUntil, configureSource, cursorOf, sleep, sumOf } from '../test/h
 
 const here = dirname(fileURLToPath(import.meta.url));
 const testDir = join(here, '..', 'test');
-const tsx = join(here, '..', '..', '..', 'node_modules', '.bin', 'tsx');
+const repoRoot = join(here, '..', '..', '..');
 
 let b: TestBroker;
 const children = new Set<ChildProcess>();
@@ -28,20 +28,27 @@ afterAll(async () => {
 const commits = new Map<ChildProcess, number>();
 
 function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(tsx, ['--tsconfig', join(testDir, 'tsconfig.json'), join(testDir, 'crash-worker.ts')], {
-    env: { ...process.env, ...env },
+  // node itself with tsx as a loader (not the tsx CLI, which forks a second
+  // process that a SIGKILL of the first would leave running).
+  const child = spawn(process.execPath, ['--import', 'tsx', join(testDir, 'crash-worker.ts')], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env, TSX_TSCONFIG_PATH: join(testDir, 'tsconfig.json') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
   child.on('exit', () => children.delete(child));
   let err = '';
-  child.stderr!.on('data', (d) => (err += d));
+  child.stderr!.on('data', (d) => {
+    err += d;
+    if (process.env.EO_DEBUG) process.stderr.write(`[child ${child.pid} err] ${d}`);
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`worker not ready in 30 s: ${err}`)), 30000);
     commits.set(child, 0);
     child.stdout!.on('data', (d: Buffer) => {
       const text = d.toString();
       commits.set(child, commits.get(child)! + (text.match(/^commit /gm)?.length ?? 0));
+      if (process.env.EO_DEBUG) process.stderr.write(`[child ${child.pid}] ${text}`);
       if (text.includes('ready ')) {
         clearTimeout(timer);
         resolve(child);
@@ -105,16 +112,18 @@ describe('exactly-once', () => {
     const order = batches.map((_, i) => i);
     const closers = order.filter((i) => batches[i]!.items.length !== 250);
     const bulk = order.filter((i) => !closers.includes(i));
-    const firstHalf = bulk.slice(0, Math.ceil(bulk.length / 2));
+    const firstHalf = bulk.slice(0, 4);
     const later = [...bulk.slice(firstHalf.length), ...closers];
     for (const i of firstHalf) await pushBatch(i);
 
     let kills = 0;
     let killedMidRun = 0;
     for (; kills < 6; kills++) {
-      const child = await startWorker(env);
-      await sleep(200 + Math.floor(Math.random() * 1300));
       if (later.length) await pushBatch(later.shift()!);
+      const child = await startWorker(env);
+      // let it get going (the previous runner's leases must expire first), then kill at a random moment
+      await eventually(async () => commits.get(child)! > 0, 20000, 20);
+      await sleep(Math.floor(Math.random() * 600));
       await killHard(child);
       if (commits.get(child)! > 0) killedMidRun += 1;
     }
@@ -127,7 +136,7 @@ describe('exactly-once', () => {
 
     expect(kills).toBeGreaterThanOrEqual(5);
     // the kills landed while runners were working, not before their first cycle
-    expect(killedMidRun).toBeGreaterThanOrEqual(3);
+    expect(killedMidRun).toBeGreaterThanOrEqual(5);
     expect(sumOf(emits, 'count')).toBe(total);
     const seen = new Map<string, { count: number; sum: number }>();
     for (const m of emits) {
@@ -141,5 +150,56 @@ describe('exactly-once', () => {
     for (const partition of partitions) expect(await cursorOf(b, `streams.${queryId}`, src, partition)).toBe(String(perPartition + 1));
     const dlq = await b.http('GET', `/api/v1/dlq?queue=${src}`);
     expect(dlq.body.total ?? dlq.body.messages.length).toBe(0);
+  });
+
+  it('processing time: kills between idle flushes never lose or repeat a window (the flush waits for pending messages)', async () => {
+    const src = uniqueName('eop-src');
+    const sink = uniqueName('eop-sink');
+    const queryId = uniqueName('eop');
+    await configureSource(b, src);
+    const env = { QUEEN_URL: b.url, SRC: src, SINK: sink, QUERY_ID: queryId, MODE: 'processing' };
+    const partitions = ['pa', 'pb'];
+    let pushed = 0;
+    const pushSome = async () => {
+      const items = [];
+      for (const partition of partitions) for (let i = 0; i < 150; i++) items.push({ queue: src, partition, payload: { k: `k${i % 3}`, n: pushed + i + 1 } });
+      pushed += 150;
+      const res = await b.http('POST', '/api/v1/push', { items });
+      expect(res.status).toBe(201);
+    };
+    await pushSome();
+    let killedMidRun = 0;
+    for (let kills = 0; kills < 5; kills++) {
+      await pushSome();
+      const child = await startWorker(env);
+      await eventually(async () => commits.get(child)! > 0, 20000, 20);
+      await sleep(Math.floor(Math.random() * 800));
+      await pushSome();
+      await killHard(child);
+      if (commits.get(child)! > 0) killedMidRun += 1;
+    }
+    const final = await startWorker(env);
+    const total = pushed * partitions.length;
+    const emits = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= total, 90000, 2500);
+    await killHard(final);
+
+    // Expected windows from the broker's own createdAt of every source message.
+    const source = await collectUntil(b, src, (all) => all.length >= total, 30000, 300);
+    const expected = new Map<string, number>();
+    for (const m of source as any[]) {
+      const id = `${m.partition}|${new Date(Math.floor(Date.parse(m.createdAt) / 1000) * 1000).toISOString()}|${m.data.k}`;
+      expected.set(id, (expected.get(id) ?? 0) + 1);
+    }
+    expect(killedMidRun).toBe(5);
+    expect(sumOf(emits, 'count')).toBe(total);
+    const seen = new Map<string, number>();
+    for (const m of emits) {
+      const [, start] = (m.data.window as string).split('\u001f');
+      const id = `${m.partition}|${start}|${m.data.key}`;
+      expect(seen.has(id), `emitted twice: ${id}`).toBe(false);
+      seen.set(id, m.data.count);
+    }
+    expect(new Set(emits.map((m) => m.transactionId)).size).toBe(emits.length);
+    expect(Object.fromEntries([...seen].sort())).toEqual(Object.fromEntries([...expected].sort()));
   });
 });

@@ -61,6 +61,25 @@ describe('sink partition', () => {
   });
 });
 
+describe('foreach sink', () => {
+  it('calls fn for every value (the payload), then acks', async () => {
+    const { src, queryId } = await names('fe');
+    const seen: unknown[] = [];
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .filter((m) => m.data.n !== 3)
+        .foreach((v, ctx) => {
+          seen.push([v, ctx.partition]);
+        })
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    await push(b, src, [1, 2, 3, 4, 5].map((n) => ({ n })));
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '5', 8000);
+    expect(seen).toEqual([1, 2, 4, 5].map((n) => [{ n }, 'Default']));
+    expect(h.metrics().messagesTotal).toBe(5);
+  });
+});
+
 describe('deterministic ids and stateless chains', () => {
   it('S31 a tumbling emit carries sx- + sha256(query_id␟pid␟window key␟0)', async () => {
     const { src, sink, queryId } = await names('s31w');

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Queen, Stream, type RunHandle } from './index.js';
-import { collectUntil, configureSource, drain, push, sleep, stateRows, sumOf } from '../test/helpers.js';
+import { createHash } from 'node:crypto';
+import { eventually } from '@queen-mq/testing';
+import { collectUntil, configureSource, cursorOf, drain, push, sleep, stateRows, sumOf } from '../test/helpers.js';
 
 // Window boundaries, closing knobs and aggregates over real HTTP and PostgreSQL.
 
@@ -73,6 +75,75 @@ describe('window boundaries (event time)', () => {
   });
 });
 
+describe('event-time knobs', () => {
+  it('S23 Date, epoch ms and ISO land in one window; unusable times are skipped, reported and still acked', async () => {
+    const { src, sink, queryId } = await names('s23');
+    const errors: { phase: string; offset?: string }[] = [];
+    const at = '2026-01-05T10:00:10.000Z';
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({
+          seconds: 60,
+          idleFlushMs: 0,
+          eventTime: (m) => (m.data.kind === 'date' ? new Date(m.data.t) : m.data.kind === 'ms' ? Date.parse(m.data.t) : m.data.t),
+        })
+        .aggregate({ count: () => 1 })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults, onError: (_e, info) => errors.push(info) }),
+    );
+    await push(b, src, [
+      { kind: 'date', t: at },
+      { kind: 'ms', t: at },
+      { kind: 'iso', t: at },
+      { kind: 'iso', t: null },
+      { kind: 'iso', t: 'not-a-date' },
+      { kind: 'iso', t: '2026-01-05T10:01:00.000Z' },
+    ]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 8000, 300);
+    expect(got.map((m) => m.data)).toEqual([{ count: 3 }]);
+    expect(errors).toEqual([
+      { phase: 'window-apply', partitionId: expect.any(String), offset: '4' },
+      { phase: 'window-apply', partitionId: expect.any(String), offset: '5' },
+    ]);
+    expect(await cursorOf(b, `streams.${queryId}`, src)).toBe('6');
+    expect(h.metrics().messagesTotal).toBe(6);
+  });
+
+  it('S24/S26 watermark row, then a late event is dropped (counted) — or re-emitted with the late identity', async () => {
+    for (const onLate of ['drop', 'include'] as const) {
+      const { src, sink, queryId } = await names(`s24-${onLate}`);
+      const chain = () =>
+        Stream.from(queen.queue(src))
+          .windowTumbling({ seconds: 60, idleFlushMs: 0, allowedLateness: 30, onLate, eventTime: (m) => m.data.ts })
+          .aggregate({ count: () => 1, sum: (m) => m.v })
+          .to(queen.queue(sink));
+      const first = await chain().run({ queryId, url: b.url, ...runDefaults });
+      const [p] = await push(b, src, [{ ts: '2026-01-05T11:00:00.000Z', v: 1 }]);
+      await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '1', 8000);
+      const rows = await stateRows(b, first.queryUuid, p!.partition_id);
+      expect(rows.find((r) => r.key === '__wm__')?.value).toEqual({ eventTimeMs: Date.parse('2026-01-05T10:59:30.000Z') });
+      await first.stop();
+      const second = track(await chain().run({ queryId, url: b.url, ...runDefaults }));
+      const [late] = await push(b, src, [{ ts: '2026-01-05T05:00:00.000Z', v: 999 }]);
+      await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '2', 8000);
+      const after = await stateRows(b, second.queryUuid, p!.partition_id);
+      expect(after.some((r) => r.key.includes('05:00:00')), onLate).toBe(false);
+      if (onLate === 'drop') {
+        expect(second.metrics().lateEventsTotal).toBe(1);
+        await sleep(300);
+        expect(await drain(b, sink)).toEqual([]);
+      } else {
+        expect(second.metrics().lateEventsTotal).toBe(0);
+        const [emit] = await collectUntil(b, sink, (all) => all.length >= 1, 5000, 300);
+        expect(emit!.data).toEqual({ count: 1, sum: 999 });
+        const identity = `tumb:60${SEP}2026-01-05T05:00:00.000Z${SEP}${p!.partition_id}${SEP}late${SEP}${late!.offset}`;
+        const tx = 'sx-' + createHash('sha256').update([second.queryUuid, p!.partition_id, identity, '0'].join(SEP)).digest('hex').slice(0, 40);
+        expect(emit!.transactionId).toBe(tx);
+      }
+    }
+  });
+});
+
 describe('closing (processing time)', () => {
   it('S18 flush disabled: windows close only when the next message of the partition arrives', async () => {
     const { src, sink, queryId } = await names('s18');
@@ -109,7 +180,8 @@ describe('closing (processing time)', () => {
     const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 3, 5000);
     expect(Date.now() - t0).toBeLessThan(5000);
     expect({ count: sumOf(got, 'count'), sum: sumOf(got, 'sum') }).toEqual({ count: 3, sum: 21 });
-    expect(h.metrics().flushCyclesTotal).toBeGreaterThanOrEqual(1);
+    // the runner counts the flush once the commit's answer is back, which may be just after the sink shows it
+    await eventually(async () => h.metrics().flushCyclesTotal >= 1, 2000);
     expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
   });
 
@@ -127,7 +199,8 @@ describe('closing (processing time)', () => {
     const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 3, 9000);
     expect(Date.now() - t0).toBeLessThan(9000);
     expect({ count: sumOf(got, 'count'), sum: sumOf(got, 'sum') }).toEqual({ count: 3, sum: 21 });
-    expect(h.metrics().flushCyclesTotal).toBeGreaterThanOrEqual(1);
+    // the runner counts the flush once the commit's answer is back, which may be just after the sink shows it
+    await eventually(async () => h.metrics().flushCyclesTotal >= 1, 2000);
   });
 
   it('S20 grace period holds the window open past its end', async () => {

@@ -6,14 +6,19 @@ import { Queen, Stream } from 'queen-mq';
 const url = process.env.QUEEN_URL!;
 const queen = new Queen({ url });
 
+// MODE=processing: 1-second windows on the broker's createdAt, closed by the idle flush.
+const window = process.env.MODE === 'processing' ? { seconds: 1, idleFlushMs: 200 } : { seconds: 10, idleFlushMs: 200, eventTime: (m: any) => m.data.ts };
+
 const handle = await Stream.from(queen.queue(process.env.SRC!))
   .keyBy((m) => m.data.k)
-  .windowTumbling({ seconds: 10, idleFlushMs: 200, eventTime: (m) => m.data.ts })
+  .windowTumbling(window)
   .aggregate({ count: () => 1, sum: (m) => m.n })
   .map((agg, ctx) => ({ ...agg, window: ctx.windowKey, key: ctx.key }))
   .to(queen.queue(process.env.SINK!))
-  .run({ queryId: process.env.QUERY_ID!, url, batchSize: 100, maxPartitions: 2, maxWaitMillis: 300 });
+  .run({ queryId: process.env.QUERY_ID!, url, batchSize: 100, maxPartitions: 2, maxWaitMillis: 300, onError: (e, info) => process.stderr.write(`error ${info.phase}: ${e.message}\n`) });
 
 handle.on('cycle:commit', (c) => process.stdout.write(`commit ${c.partition} ${c.messages}\n`));
+handle.on('lease:lost', (l) => process.stderr.write(`lease lost ${l.partitionId} ${l.code}\n`));
 process.stdout.write(`ready ${handle.queryUuid}\n`);
+if (process.env.EO_DEBUG) setInterval(() => process.stderr.write(`metrics ${JSON.stringify(handle.metrics())}\n`), 1000).unref();
 process.on('SIGTERM', () => void handle.stop().then(() => process.exit(0)));

@@ -1,0 +1,1 @@
+export { runOrdersPerMinute, type OrdersPerMinuteOptions } from './orders-per-minute.js';

@@ -1,0 +1,146 @@
+import type pg from 'pg';
+import { Counter } from 'prom-client';
+import type { TimerResult, TxnTimer } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { metricsOf } from './metrics.js';
+import { setMaintenanceTask } from './retention.js';
+
+// Timers (PROTOCOL §6): scheduled only through the transaction route, fired
+// by a poller every replica runs. SQL lives in migrations/005_timers.sql.
+
+/** Timers one fire transaction claims at most; a full batch polls again at once. */
+const FIRE_BATCH = 500;
+
+/**
+ * A `fireAt` as the broker stores it: rounded UP to the millisecond, so a
+ * sub-millisecond part never makes a timer fire early.
+ */
+function fireAtOf(timer: TxnTimer, nowMs: number): string {
+  if (timer.delayMs !== undefined) return new Date(nowMs + timer.delayMs).toISOString();
+  const ms = Date.parse(timer.fireAt!);
+  const fraction = /\.(\d+)/.exec(timer.fireAt!)?.[1] ?? '';
+  const subMs = fraction.length > 3 && /[1-9]/.test(fraction.slice(3));
+  return new Date(ms + (subMs ? 1 : 0)).toISOString();
+}
+
+/**
+ * Schedules the `timers` of a transaction on its client, after the KV ops
+ * (rank 1) and before any append lock (rank 4). Rows commit with the
+ * transaction, so a rolled-back transaction leaves no timer. A pending timer
+ * with the same (queue, partition, transactionId) answers `duplicate` with
+ * its own timerId. `delayMs` counts from now, on the broker's clock.
+ */
+export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], producerSub: string | null): Promise<TimerResult[]> {
+  const now = Date.now();
+  const wire = timers.map((t) => ({
+    queue: t.queue,
+    partition: t.partition,
+    payload: t.payload,
+    fireAt: fireAtOf(t, now),
+    ...(t.transactionId !== undefined ? { transactionId: t.transactionId } : {}),
+  }));
+  const { rows } = await client.query<{ r: TimerResult[] }>('select queen.log_timers_schedule_v1($1::jsonb, $2) as r', [JSON.stringify(wire), producerSub]);
+  return rows[0]!.r;
+}
+
+const firedCounters = new WeakMap<BrokerContext, Counter>();
+
+function firedCounter(ctx: BrokerContext): Counter {
+  let c = firedCounters.get(ctx);
+  if (!c) {
+    c = new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers: [metricsOf(ctx).registry] });
+    firedCounters.set(ctx, c);
+  }
+  return c;
+}
+
+interface FireResult {
+  fired: number;
+  missing: number;
+  queues: string[];
+}
+
+/**
+ * One batch of due timers fired in one transaction (queen.log_timers_fire_v1)
+ * on `client` (already inside a transaction) or on a transaction of its own.
+ */
+async function fireBatch(ctx: BrokerContext, client?: pg.PoolClient): Promise<FireResult> {
+  const run = async (c: pg.PoolClient) => (await c.query<{ r: FireResult }>('select queen.log_timers_fire_v1($1) as r', [FIRE_BATCH])).rows[0]!.r;
+  return client ? run(client) : ctx.db.transaction(run);
+}
+
+/**
+ * Creates the missing target queues and partitions of due timers, each in
+ * its own short transaction before the fire transaction (PROTOCOL §4).
+ */
+async function ensureDueTargets(ctx: BrokerContext): Promise<void> {
+  const { rows } = await ctx.db.query<{ queue: string; partition: string }>(
+    `select distinct t.queue_name as queue, t.partition_name as partition
+       from queen.log_timers t
+      where t.fire_at <= clock_timestamp()
+        and not exists (select 1 from queen.queues q join queen.partitions p on p.queue_id = q.id
+                         where q.name = t.queue_name and p.name = t.partition_name)
+      limit 1000`,
+  );
+  // Straight to SQL, not the partition cache: a cached id may name a
+  // partition deleted since, which is exactly why the timer found none.
+  if (rows.length) await ctx.db.query('select 1 from queen.ensure_partitions_v1($1::jsonb)', [JSON.stringify(rows)]);
+}
+
+/**
+ * Fires every timer due now; answers how many. Replicas running it at once
+ * share the work (SKIP LOCKED) and never fire one timer twice. Long-pollers
+ * of the target queues are woken here and, through the allocator's NOTIFY,
+ * on every other replica.
+ */
+export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient): Promise<number> {
+  let total = 0;
+  let ensured = 0;
+  for (let round = 0; round < 1000; round++) {
+    const r = await fireBatch(ctx, client);
+    total += r.fired;
+    if (r.fired) firedCounter(ctx).inc(r.fired);
+    for (const queue of r.queues) ctx.notifier.notify(queue);
+    if (r.missing > 0 && ensured < 3) {
+      ensured++;
+      await ensureDueTargets(ctx);
+      continue;
+    }
+    if (r.fired < FIRE_BATCH) break;
+  }
+  return total;
+}
+
+/**
+ * The timer firer service (started by default on every broker): a pass every
+ * QUEEN_TIMER_POLL_MS, never two at once in one process. Fires are never
+ * early and normally land within one poll interval plus the push. It also
+ * answers the `timers` task of POST /api/v1/system/maintenance/run.
+ */
+export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
+  setMaintenanceTask(ctx, 'timers', (client) => fireDueTimers(ctx, client));
+  let running: Promise<unknown> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const tick = () => {
+    if (stopped || ctx.shutdown.aborted) return;
+    running = fireDueTimers(ctx)
+      .catch((err) => ctx.log.warn({ err }, 'timer fire pass failed'))
+      .finally(() => {
+        running = undefined;
+        if (!stopped) {
+          timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
+          timer.unref();
+        }
+      });
+  };
+  timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
+  timer.unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

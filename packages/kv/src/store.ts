@@ -1,0 +1,97 @@
+import type pg from 'pg';
+import type { Database } from '@queen-mq/broker';
+import type { ErrorCode, KvEntry, KvListQuery, TxnKvOp } from '@queen-mq/protocol';
+
+// The KV's SQL, one function per operation. Writes all go through
+// queen.kv_apply_v1 (migrations/001_kv.sql), which takes the rank-1 locks of
+// PROTOCOL §4 up front and applies the ops in array order.
+
+/** What queen.kv_apply_v1 answers per op (the routes pick their fields). */
+export interface AppliedOp {
+  op: 'set' | 'incr' | 'delete';
+  namespace: string;
+  key: string;
+  value: unknown;
+  version: number | null;
+  applied: boolean;
+  deleted: boolean;
+  created?: boolean;
+  expiresAt?: string | null;
+  updatedAt?: string;
+}
+
+/** The first op that failed: the caller must roll the transaction back. */
+export class KvOpFailure extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly index: number,
+    readonly currentVersion?: number,
+  ) {
+    super(message);
+  }
+
+  /** Extra body fields of the failure (`currentVersion` of a VERSION_CONFLICT). */
+  get extra(): Record<string, unknown> {
+    return this.currentVersion === undefined ? {} : { currentVersion: this.currentVersion };
+  }
+}
+
+type ApplyAnswer =
+  | { ok: true; results: AppliedOp[] }
+  | { ok: false; index: number; code: ErrorCode; message: string; currentVersion?: number };
+
+/** An op as the SQL reads it: validated, defaults applied, absent fields omitted. */
+export type KvWireOp = TxnKvOp | { op: 'set'; namespace: string; key: string; value: unknown; ttlSeconds?: number; expectedVersion?: number };
+
+/**
+ * Applies ops on `client`, which must be inside a transaction. Throws
+ * KvOpFailure on the first failing op; everything it wrote must then be
+ * rolled back by the caller (the transaction helpers do that on any throw).
+ */
+export async function applyKvOps(client: pg.PoolClient, ops: KvWireOp[]): Promise<AppliedOp[]> {
+  const { rows } = await client.query<{ r: ApplyAnswer }>('select queen.kv_apply_v1($1::jsonb) as r', [JSON.stringify(ops)]);
+  const r = rows[0]!.r;
+  if (!r.ok) throw new KvOpFailure(r.code, r.message, r.index, r.currentVersion);
+  return r.results;
+}
+
+const entryColumns = `namespace, key, value, version::float8 as version, queen.iso(expires_at) as "expiresAt", queen.iso(updated_at) as "updatedAt"`;
+
+/** A live entry, or null when the key is absent or expired. */
+export async function getEntry(db: Database, namespace: string, key: string): Promise<KvEntry | null> {
+  const { rows } = await db.query<KvEntry>(
+    `select ${entryColumns} from queen.kv where namespace = $1 and key = $2 and queen.kv_live(expires_at)`,
+    [namespace, key],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * One page of live keys in bytewise order (the columns are collate "C"):
+ * `prefix` matched literally, `after` exclusive; `nextAfter` is null on the
+ * last page.
+ */
+export async function listEntries(db: Database, namespace: string, q: KvListQuery) {
+  const { rows } = await db.query<KvEntry>(
+    `select ${entryColumns} from queen.kv
+      where namespace = $1 and queen.kv_live(expires_at)
+        and ($2::text is null or starts_with(key, $2))
+        and ($3::text is null or key > $3)
+      order by key
+      limit $4`,
+    [namespace, q.prefix ?? null, q.after ?? null, q.limit + 1],
+  );
+  const more = rows.length > q.limit;
+  const page = more ? rows.slice(0, q.limit) : rows;
+  return {
+    items: page.map(({ namespace: _ns, ...item }) => item),
+    nextAfter: more ? page[page.length - 1]!.key : null,
+  };
+}
+
+/** Deletes expired rows (rows a writer holds are left for the next pass). */
+export async function purgeExpired(client: pg.PoolClient): Promise<number> {
+  const { rows } = await client.query<{ n: number }>('select queen.kv_purge_expired_v1() as n');
+  return rows[0]!.n;
+}
