@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { runOrdersPerMinute } from './orders-per-minute.js';
 
 // The seed example end to end: a real broker, the worker in this process with
@@ -85,6 +88,44 @@ describe('orders-per-minute worker', () => {
     } finally {
       await handle.stop();
       await queen.close();
+    }
+  });
+
+  it('main.ts (the seed example as written) runs against QUEEN_URL, folds orders into the open window, stops on SIGTERM', async () => {
+    const here = dirname(fileURLToPath(import.meta.url));
+    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'main.ts')], {
+      cwd: join(here, '..', '..', '..'),
+      env: { ...process.env, QUEEN_URL: b.url, TSX_TSCONFIG_PATH: join(here, '..', 'test', 'tsconfig.json') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const queryUuid = await eventually(async () => /query ([0-9a-f-]{36})/.exec(out)?.[1], 30000, 100).catch((e) => {
+        throw new Error(`${e.message}; stderr: ${err}`);
+      });
+      const res = await b.http('POST', '/api/v1/push', { items: [5, -1, 7].map((amount) => ({ queue: 'orders', payload: { amount } })) });
+      expect(res.status).toBe(201);
+      const pid = res.body[0].partition_id;
+      // the 60-second window stays open: its state row holds the positive orders (or, if the minute
+      // ended meanwhile, the idle flush already moved the same totals to the sink)
+      const totals = await eventually(async () => {
+        const r = await b.http('POST', '/streams/v1/state/get', { query_id: queryUuid, partition_id: pid });
+        if (r.body.rows?.length) {
+          expect(r.body.rows).toHaveLength(1);
+          expect(r.body.rows[0].key).toMatch(/^tumb:60\u001f/);
+          return r.body.rows[0].value.acc;
+        }
+        const sink = await b.http('GET', '/api/v1/pop/queue/orders.per_minute?batch=10&autoAck=true&consumerGroup=check');
+        return sink.status === 200 ? sink.body.messages[0].data : null;
+      }, 10000, 100);
+      expect(totals).toEqual({ count: 2, sum: 12 });
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
     }
   });
 });

@@ -62,11 +62,13 @@ interface FireResult {
 
 /**
  * One batch of due timers fired in one transaction (queen.log_timers_fire_v1)
- * on `client` (already inside a transaction) or on a transaction of its own.
+ * on `client` (already inside a transaction) or in a transaction of its own.
  */
 async function fireBatch(ctx: BrokerContext, client?: pg.PoolClient): Promise<FireResult> {
-  const run = async (c: pg.PoolClient) => (await c.query<{ r: FireResult }>('select queen.log_timers_fire_v1($1) as r', [FIRE_BATCH])).rows[0]!.r;
-  return client ? run(client) : ctx.db.transaction(run);
+  // Without a client the single statement is its own transaction: one round trip per poll.
+  const sql = 'select queen.log_timers_fire_v1($1) as r';
+  const { rows } = client ? await client.query<{ r: FireResult }>(sql, [FIRE_BATCH]) : await ctx.db.query<{ r: FireResult }>(sql, [FIRE_BATCH]);
+  return rows[0]!.r;
 }
 
 /**
@@ -119,6 +121,7 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
  */
 export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
   setMaintenanceTask(ctx, 'timers', (client) => fireDueTimers(ctx, client));
+  firedCounter(ctx); // the series exists (at 0) before the first fire
   let running: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;

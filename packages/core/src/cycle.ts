@@ -1,4 +1,5 @@
 import type { SourceMessage } from './source-message.js';
+import { QueenError, isErrorCode } from '@queen-mq/protocol';
 import type { CycleRequest, CycleResponse, StateOp, StateRow } from './wire.js';
 import type { RunnerContext } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
@@ -32,6 +33,12 @@ export function emitOutputs(rt: RunnerContext, partitionId: string, partition: s
 
 function baseBody(rt: RunnerContext, batch: PartitionBatch, stateOps: StateOp[], pushItems: CycleRequest['push_items']): Omit<CycleRequest, 'ack'> {
   return { query_id: rt.queryId, partition_id: batch.partitionId, consumer_group: rt.consumerGroup, state_ops: stateOps, push_items: pushItems };
+}
+
+/** A cycle answered success:false: the server's catalogue code, as a QueenError. */
+export function cycleFailure(res: CycleResponse): QueenError {
+  const code = isErrorCode(res.code) ? res.code : 'INTERNAL_ERROR';
+  return new QueenError(code, `cycle failed: ${res.error ?? res.code ?? 'no error given'}`, { status: 200, extra: { partition_id: res.partition_id } });
 }
 
 function lost(rt: RunnerContext, batch: PartitionBatch, res: CycleResponse): void {
@@ -112,7 +119,7 @@ async function windowCycleAttempts(rt: RunnerContext, batch: PartitionBatch): Pr
     }
     if (res.code === 'VERSION_CONFLICT') continue; // a flush or another writer moved a row: reload and recompute
     if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
-    rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+    rt.report(cycleFailure(res), { phase: 'cycle', partitionId: batch.partitionId });
     return;
   }
   conflictsExhausted(rt, batch);
@@ -175,7 +182,7 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void
     }
     if (res.code === 'VERSION_CONFLICT') continue;
     if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
-    rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+    rt.report(cycleFailure(res), { phase: 'cycle', partitionId: batch.partitionId });
     return;
   }
   conflictsExhausted(rt, batch);
@@ -209,5 +216,5 @@ async function statelessCycle(rt: RunnerContext, batch: PartitionBatch): Promise
     return;
   }
   if (res.code && LEASE_LOST.has(res.code)) return lost(rt, batch, res);
-  rt.report(new Error(`cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim()), { phase: 'cycle', partitionId: batch.partitionId });
+  rt.report(cycleFailure(res), { phase: 'cycle', partitionId: batch.partitionId });
 }

@@ -2,7 +2,7 @@ import { QueenError, type Queen } from '@queen-mq/client';
 import type { RunnerContext } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
 import { storedWatermark, flushRipeRows } from './window-batch.js';
-import { emitOutputs } from './cycle.js';
+import { cycleFailure, emitOutputs } from './cycle.js';
 import { sinkOutputs } from './sink-output.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 
@@ -11,8 +11,9 @@ export const TOUCHED_WINDOW_MS = 5 * 60 * 1000;
 
 /**
  * One idle flush of one partition (PROTOCOL §7.6): the rows ripe at
- * `clock − grace` (clock = wall clock in processing time, the stored
- * watermark in event time — a flush never advances it) become one ack:null
+ * `clock − grace` (clock = the wall clock in processing time, read before the
+ * source group was seen caught up on this partition; the stored watermark in
+ * event time — a flush never advances it) become one ack:null
  * cycle deleting each row at the version it was read and pushing its emit.
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
  * next tick (or the next cycle) closes the window instead.
@@ -21,7 +22,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
   const { plan } = rt;
   const { plugin, options } = plan.window!;
   // A batch of this partition is coming back (its cycle did not commit): wait for it.
-  // disabled2
+  if (rt.touched.get(partitionId)?.awaitingRedelivery) return;
   let clock: number | undefined;
   if (options.eventTime) {
     clock = storedWatermark(rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] })));
@@ -48,7 +49,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     rt.metrics.flushCyclesTotal += 1;
     rt.events.emit('window:flush', { partitionId, partition, stateOps: fold.stateOps.length, pushes: pushItems.length, emits: fold.emits.length });
   } else if (res.code !== 'VERSION_CONFLICT') {
-    throw new Error(`flush cycle failed: ${res.code ?? ''} ${res.error ?? ''}`.trim());
+    throw cycleFailure(res);
   }
 }
 
@@ -115,7 +116,7 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): P
       rt.touched.delete(partitionId);
       continue;
     }
-    // disabled
+    if (caughtUp && !caughtUp.has(partitionId)) continue;
     try {
       await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, processingTime ? clock : undefined));
     } catch (err) {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { kvBrokerFeature } from './plugin.js';
 
 // The `kv` array of POST /api/v1/transaction (PROTOCOL §5.7, §6) and the lock
@@ -20,7 +20,12 @@ const head = async (queue: string, partition = 'Default') => {
   const r = await b.http('GET', `/api/v1/resources/queues/${queue}`);
   return r.status === 404 ? null : (r.body.partitions.find((p: any) => p.name === partition)?.headOffset ?? null);
 };
-const deadlocks = async () =>
+// Backends flush their statistics when idle, at most once a second: wait that out before reading.
+const deadlocks = async () => {
+  await sleep(1100);
+  return readDeadlocks();
+};
+const readDeadlocks = async () =>
   Number((await b.sql.query('select deadlocks from pg_stat_database where datname = current_database()')).rows[0].deadlocks);
 
 describe('transaction kv', () => {

@@ -49,6 +49,7 @@ async function transactionKv(client: Parameters<typeof applyKvOps>[0], ops: TxnK
  */
 export const kvPlugin: BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => {
   kvHttpRoutes(app, ctx);
+  kvMetricsOf(ctx); // the series exists (at 0) before the first denial
   setTransactionExtension(ctx, { kv: transactionKv });
   setMaintenanceTask(ctx, 'kv', (client) => purgeExpired(client));
 };

@@ -76,7 +76,7 @@ export async function listEntries(db: Database, namespace: string, q: KvListQuer
   const { rows } = await db.query<KvEntry>(
     `select ${entryColumns} from queen.kv
       where namespace = $1 and queen.kv_live(expires_at)
-        and ($2::text is null or starts_with(key, $2))
+        and ($2::text is null or (key >= $2 and starts_with(key, $2)))
         and ($3::text is null or key > $3)
       order by key
       limit $4`,

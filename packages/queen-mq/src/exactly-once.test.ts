@@ -150,7 +150,7 @@ describe('exactly-once', () => {
     for (const partition of partitions) expect(await cursorOf(b, `streams.${queryId}`, src, partition)).toBe(String(perPartition + 1));
     const dlq = await b.http('GET', `/api/v1/dlq?queue=${src}`);
     expect(dlq.body.total ?? dlq.body.messages.length).toBe(0);
-  });
+  }, 150000);
 
   it('processing time: kills between idle flushes never lose or repeat a window (the flush waits for pending messages)', async () => {
     const src = uniqueName('eop-src');
@@ -201,5 +201,5 @@ describe('exactly-once', () => {
     }
     expect(new Set(emits.map((m) => m.transactionId)).size).toBe(emits.length);
     expect(Object.fromEntries([...seen].sort())).toEqual(Object.fromEntries([...expected].sort()));
-  });
+  }, 150000);
 });

@@ -109,6 +109,66 @@ describe('event-time knobs', () => {
     expect(h.metrics().messagesTotal).toBe(6);
   });
 
+  it('S21 event-time close: the window closes when the watermark reaches windowEnd (+ grace)', async () => {
+    for (const grace of [0, 10]) {
+      const { src, sink, queryId } = await names(`s21-${grace}`);
+      track(
+        await Stream.from(queen.queue(src))
+          .windowTumbling({ seconds: 60, idleFlushMs: 0, gracePeriod: grace, eventTime: (m) => m.data.ts })
+          .aggregate({ count: () => 1 })
+          .to(queen.queue(sink))
+          .run({ queryId, url: b.url, ...runDefaults }),
+      );
+      await push(b, src, [{ ts: '2026-01-05T10:00:10.000Z' }, { ts: '2026-01-05T10:00:50.000Z' }]);
+      await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '2', 8000);
+      await push(b, src, [{ ts: '2026-01-05T10:01:00.000Z' }]);
+      await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '3', 8000);
+      if (grace === 0) {
+        expect((await collectUntil(b, sink, (all) => all.length >= 1, 5000, 300)).map((m) => m.data), 'grace 0').toEqual([{ count: 2 }]);
+        continue;
+      }
+      await sleep(300);
+      expect(await drain(b, sink), '10:01:00 does not close it with grace 10').toEqual([]);
+      await push(b, src, [{ ts: '2026-01-05T10:01:10.000Z' }]);
+      expect((await collectUntil(b, sink, (all) => all.length >= 1, 5000, 300)).map((m) => m.data), 'grace 10').toEqual([{ count: 2 }]);
+    }
+  });
+
+  it('S22 a quiet event-time partition keeps its window: the idle flush never advances the watermark', async () => {
+    const { src, sink, queryId } = await names('s22');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 200, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1 })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const [p] = await push(b, src, [{ ts: '2026-01-05T10:00:10.000Z' }]);
+    await sleep(3000);
+    expect(await drain(b, sink)).toEqual([]);
+    const keys = (await stateRows(b, h.queryUuid, p!.partition_id)).map((r) => r.key).sort();
+    expect(keys).toEqual(['__wm__', `tumb:60${SEP}2026-01-05T10:00:00.000Z${SEP}${p!.partition_id}`]);
+  });
+
+  it('S25 allowed lateness keeps a window open for an event behind the newest one', async () => {
+    const { src, sink, queryId } = await names('s25');
+    const chain = () =>
+      Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, allowedLateness: 60, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink));
+    const first = await chain().run({ queryId, url: b.url, ...runDefaults });
+    const [p] = await push(b, src, [{ ts: '2026-01-05T11:00:00.000Z', v: 1 }]);
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '1', 8000);
+    await first.stop();
+    const second = track(await chain().run({ queryId, url: b.url, ...runDefaults }));
+    await push(b, src, [{ ts: '2026-01-05T10:59:30.000Z', v: 5 }]);
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '2', 8000);
+    expect(second.metrics().lateEventsTotal).toBe(0);
+    const row = (await stateRows(b, second.queryUuid, p!.partition_id)).find((r) => r.key === `tumb:60${SEP}2026-01-05T10:59:00.000Z${SEP}${p!.partition_id}`);
+    expect(row?.value.acc).toEqual({ count: 1, sum: 5 });
+  });
+
   it('S24/S26 watermark row, then a late event is dropped (counted) — or re-emitted with the late identity', async () => {
     for (const onLate of ['drop', 'include'] as const) {
       const { src, sink, queryId } = await names(`s24-${onLate}`);

@@ -1,0 +1,3 @@
+export { runInverseRateLimiter, type InverseRateLimiter, type InverseRateLimiterOptions } from './limiter.js';
+export { alignedWindow, ttlWindow, type AdmissionWindow } from './windows.js';
+export { retryTransactionId, originalTransactionId } from './retry-id.js';
