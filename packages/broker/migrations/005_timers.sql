@@ -24,7 +24,7 @@ create unique index log_timers_pending_txid on queen.log_timers (queue_name, par
 create index log_timers_queue on queen.log_timers (queue_name);
 
 -- Schedules timers inside the caller's transaction. p_timers: [{queue,
--- partition, payload, fire_at (ISO, computed by the broker), transactionId?}].
+-- partition, payload, fireAt (ISO) | delayMs, transactionId?}].
 -- Rows are inserted in ascending (queue, partition, transactionId) order with
 -- ids generated in that same order (rank 2 ascending timer id), so two
 -- transactions scheduling overlapping transactionIds wait on each other in one
@@ -46,7 +46,9 @@ begin
   loop
     v_seq := v_seq + 1;
     v_id := queen.uuid_v7(v_now, v_seq);
-    v_fire := (v_t.e->>'fireAt')::timestamptz;
+    -- delayMs counts on the database clock, the one the firer compares with.
+    v_fire := case when v_t.e ? 'delayMs' then v_now + (v_t.e->>'delayMs')::bigint * interval '1 millisecond'
+                   else (v_t.e->>'fireAt')::timestamptz end;
     if v_t.e->>'transactionId' is null then
       insert into queen.log_timers (id, queue_name, partition_name, payload, transaction_id, producer_sub, fire_at)
       values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', null, p_producer_sub, v_fire);

@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
+import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
+import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
@@ -63,5 +65,11 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
 }
 
 export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => runCycle(ctx, body, request.principal?.subject ?? null));
+  // queen_streams_cycles_total{result}: cycle elements answered, by outcome (a gate deny of the first message sends none).
+  const cycles = new Counter({ name: 'queen_streams_cycles_total', help: 'Stream cycle elements answered, by result', labelNames: ['result'], registers: [metricsOf(ctx).registry] });
+  registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => {
+    const result = await runCycle(ctx, body, request.principal?.subject ?? null);
+    cycles.inc({ result: result.success ? 'success' : 'failure' });
+    return result;
+  });
 }

@@ -15,10 +15,9 @@ const FIRE_BATCH = 500;
  * A `fireAt` as the broker stores it: rounded UP to the millisecond, so a
  * sub-millisecond part never makes a timer fire early.
  */
-function fireAtOf(timer: TxnTimer, nowMs: number): string {
-  if (timer.delayMs !== undefined) return new Date(nowMs + timer.delayMs).toISOString();
-  const ms = Date.parse(timer.fireAt!);
-  const fraction = /\.(\d+)/.exec(timer.fireAt!)?.[1] ?? '';
+function fireAtOf(fireAt: string): string {
+  const ms = Date.parse(fireAt);
+  const fraction = /\.(\d+)/.exec(fireAt)?.[1] ?? '';
   const subMs = fraction.length > 3 && /[1-9]/.test(fraction.slice(3));
   return new Date(ms + (subMs ? 1 : 0)).toISOString();
 }
@@ -28,15 +27,15 @@ function fireAtOf(timer: TxnTimer, nowMs: number): string {
  * (rank 1) and before any append lock (rank 4). Rows commit with the
  * transaction, so a rolled-back transaction leaves no timer. A pending timer
  * with the same (queue, partition, transactionId) answers `duplicate` with
- * its own timerId. `delayMs` counts from now, on the broker's clock.
+ * its own timerId. `delayMs` counts from now on the database's clock, the
+ * one the firer compares with.
  */
 export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], producerSub: string | null): Promise<TimerResult[]> {
-  const now = Date.now();
   const wire = timers.map((t) => ({
     queue: t.queue,
     partition: t.partition,
     payload: t.payload,
-    fireAt: fireAtOf(t, now),
+    ...(t.delayMs !== undefined ? { delayMs: t.delayMs } : { fireAt: fireAtOf(t.fireAt!) }),
     ...(t.transactionId !== undefined ? { transactionId: t.transactionId } : {}),
   }));
   const { rows } = await client.query<{ r: TimerResult[] }>('select queen.log_timers_schedule_v1($1::jsonb, $2) as r', [JSON.stringify(wire), producerSub]);

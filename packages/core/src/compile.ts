@@ -43,8 +43,8 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[]):
       if (!next || next.type !== 'reduce') {
         throw chainError(`the ${s.plugin.kind} window requires a downstream .reduce() or .aggregate() directly after it`);
       }
-      if (typeof s.plugin.merge === 'function') {
-        throw chainError(`window "${s.plugin.kind}" merges windows, which this version of @queen-mq/core cannot run`);
+      if (typeof s.plugin.merge === 'function' && typeof next.reducer.merge !== 'function') {
+        throw chainError(`the ${s.plugin.kind} window merges windows: pass .reduce(fn, initial, { merge }) or use .aggregate()`);
       }
       window = { plugin: s.plugin, options: s.options };
     } else if (s.type === 'reduce') {

@@ -144,7 +144,7 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch): Promise<void
       rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
       return;
     }
-    const result = evaluateGateBatch(plan, prepared, stored);
+    const result = await evaluateGateBatch(plan, prepared, stored);
     if (result.denied) rt.metrics.gateDenialsTotal += 1;
     // First message denied: no request at all; the lease expires and the batch returns in order.
     if (result.allowedMessages === 0) return;

@@ -56,9 +56,10 @@ function decide(decision: GateDecision | unknown): boolean {
 /**
  * Evaluates the gate per message in source order (PROTOCOL §7.6). Each
  * evaluation sees a copy of its key's row; an allow keeps the copy, a deny
- * throws away every mutation of that message and stops the batch.
+ * throws away every mutation of that message and stops the batch. An async
+ * gate is awaited before the next message is evaluated (source order).
  */
-export function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedGateBatch, stored: ReadonlyMap<string, StateRow>): GateResult {
+export async function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedGateBatch, stored: ReadonlyMap<string, StateRow>): Promise<GateResult> {
   const gate = plan.gate!;
   let working = new Map<string, Record<string, any>>();
   const outputs: GateOutput[] = [];
@@ -76,7 +77,7 @@ export function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedGateBat
       const state = structuredClone(current) as Record<string, any>;
       let allow: boolean;
       try {
-        allow = decide(gate.evaluate(v.value, { state, streamTimeMs: Date.now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
+        allow = decide(await gate.evaluate(v.value, { state, streamTimeMs: Date.now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
       } catch (err) {
         if (err instanceof GateEvalError) throw err;
         throw new GateEvalError(`gate threw: ${err instanceof Error ? err.message : String(err)}`, err);

@@ -18,13 +18,13 @@ export type {
 } from './plugins.js';
 export { isGateStage, isKeyByStage } from './plugins.js';
 export type { SourceMessage } from './source-message.js';
-export { aggregateReducer, reduceReducer, type Reducer, type Extractor } from './reducer.js';
+export { aggregateReducer, reduceReducer, type Reducer, type Extractor, type ReduceOptions } from './reducer.js';
 export { mapStage, filterStage, flatMapStage, keyByStage } from './operators.js';
 export { compileChain, type CompiledQuery } from './compile.js';
 export { resolveWindowOptions, chainStructure, type ChainStage, type ResolvedWindowOptions } from './chain.js';
 export { configHash, canonicalJson } from './config-hash.js';
 export { chainError } from './chain-error.js';
-export { SEP, WATERMARK_KEY, escapeKeyPart, unescapeKeyPart, isoMs, windowStateKey, windowKeyPrefix, gateStateKey } from './keys.js';
+export { SEP, WATERMARK_KEY, escapeKeyPart, unescapeKeyPart, isoMs, windowStateKey, openWindowStateKey, windowKeyPrefix, gateStateKey } from './keys.js';
 export { toEpochMs } from './event-time.js';
 export { sinkTransactionId, messageIdentity, lateIdentity } from './transaction-id.js';
 export { runQuery, type RunOptions, type RunHandle } from './runner.js';

@@ -24,6 +24,14 @@ export function windowStateKey(tag: string, windowStartMs: number, userKey: stri
   return `${tag}${SEP}${isoMs(windowStartMs)}${SEP}${escapeKeyPart(userKey)}`;
 }
 
+/**
+ * `<tag>␟open␟<userKey>`: the one row of a merging window (session) per key;
+ * successive sessions of the key reuse it, so it is not their identity.
+ */
+export function openWindowStateKey(tag: string, userKey: string): string {
+  return `${tag}${SEP}open${SEP}${escapeKeyPart(userKey)}`;
+}
+
 /** Prefix shared by every row of one window operator, for state/get `key_prefix`. */
 export function windowKeyPrefix(tag: string): string {
   return `${tag}${SEP}`;

@@ -31,9 +31,11 @@ export interface WindowPlugin {
   /** Windows containing `timestampMs` (epoch ms). Deterministic. */
   assign(timestampMs: number): WindowBounds[];
   /**
-   * Merging windows (sessions): merges overlapping windows of one key. The
-   * generic runner in this version handles non-merging windows only; a
-   * plugin that sets `merge` is rejected by `compile()` until it does.
+   * Merging windows (sessions): given windows of one key, answers them with
+   * every overlapping or touching group merged into one (its hull). With
+   * `merge`, core keeps one row per key (`<tag>␟open␟<userKey>`), treats
+   * window ends as inclusive (a window closes once the clock is PAST
+   * `end + grace`) and merges accumulators with the reducer's `merge`.
    */
   merge?(windows: WindowBounds[]): WindowBounds[];
 }
@@ -96,7 +98,7 @@ export interface KeyByStage {
   key(value: any, ctx: OperatorContext): string | number;
 }
 
-/** What a gate sees: `state` is the key's row (mutable; discarded on deny). */
+/** What a gate sees: `state` is the key's row (mutable; discarded on deny). The gate may be async. */
 export interface GateContext {
   state: Record<string, any>;
   /** The runner's wall clock (ms) when the message is evaluated. */
@@ -117,7 +119,7 @@ export type GateDecision = boolean | { allow: boolean };
 export interface GateStage {
   readonly kind: 'gate';
   readonly shape?: Json;
-  evaluate(value: any, ctx: GateContext): GateDecision;
+  evaluate(value: any, ctx: GateContext): GateDecision | Promise<GateDecision>;
 }
 
 /** Anything `.pipe()` accepts. */

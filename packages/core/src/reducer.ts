@@ -12,6 +12,13 @@ export interface Reducer {
   init(): Json;
   add(acc: Json, input: unknown): Json;
   result(acc: Json): unknown;
+  /**
+   * Combines the accumulators of two windows that merge (sessions bridged by
+   * an out-of-order event). `aggregate` always has it; `reduce` only when the
+   * user passes `{ merge }` — a merging window without it is rejected by
+   * `compile()`, because the raw events are not kept to re-fold.
+   */
+  merge?(a: Json, b: Json): Json;
 }
 
 export type Extractor<In = any> = (value: In) => unknown;
@@ -71,6 +78,26 @@ export function aggregateReducer(spec: Record<string, unknown>): Reducer {
       }
       return acc;
     },
+    merge(aJson, bJson) {
+      const a = aJson as Record<string, any>;
+      const b = bJson as Record<string, any>;
+      const acc: Record<string, Json> = {};
+      for (const name of names) {
+        const x = a[name];
+        const y = b[name];
+        if (name === 'min' || name === 'max') {
+          const pick = name === 'min' ? Math.min : Math.max;
+          acc[name] = isNumber(x) && isNumber(y) ? pick(x, y) : isNumber(x) ? x : isNumber(y) ? y : null;
+        } else if (name === 'avg') {
+          const p = x ?? { sum: 0, n: 0 };
+          const q = y ?? { sum: 0, n: 0 };
+          acc.avg = { sum: p.sum + q.sum, n: p.n + q.n };
+        } else {
+          acc[name] = (isNumber(x) ? x : 0) + (isNumber(y) ? y : 0);
+        }
+      }
+      return acc;
+    },
     result(accJson) {
       const acc = accJson as Record<string, any>;
       const out: Record<string, unknown> = {};
@@ -83,13 +110,21 @@ export function aggregateReducer(spec: Record<string, unknown>): Reducer {
   };
 }
 
+/** Options of `reduce(fn, initial, options)`. */
+export interface ReduceOptions<A> {
+  /** Combines two windows' accumulators when they merge (session windows need it). */
+  merge?: (a: A, b: A) => A;
+}
+
 /**
  * `reduce(fn, initial)`: each window starts from its own deep copy of
  * `initial` (S28: mutating one window's accumulator never shows in another).
  * A plain-object accumulator is emitted as is; anything else as `{value}`.
  */
-export function reduceReducer<A>(fn: (acc: A, value: any) => A, initial: A): Reducer {
+export function reduceReducer<A>(fn: (acc: A, value: any) => A, initial: A, options?: ReduceOptions<A>): Reducer {
   if (typeof fn !== 'function') throw chainError('.reduce() requires a function');
+  const merge = options?.merge;
+  if (merge !== undefined && typeof merge !== 'function') throw chainError('.reduce(): options.merge must be a function');
   if (initial === undefined) throw chainError('.reduce() requires an initial value (JSON)');
   let frozen: string;
   try {
@@ -107,5 +142,13 @@ export function reduceReducer<A>(fn: (acc: A, value: any) => A, initial: A): Red
       return (next === undefined ? null : next) as Json;
     },
     result: (acc) => (acc !== null && typeof acc === 'object' && !Array.isArray(acc) ? acc : { value: acc }),
+    ...(merge
+      ? {
+          merge: (a: Json, b: Json) => {
+            const next = merge(a as A, b as A);
+            return (next === undefined ? null : next) as Json;
+          },
+        }
+      : {}),
   };
 }

@@ -1,5 +1,5 @@
 import type { OperatorContext, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
-import { aggregateReducer, reduceReducer, type Extractor } from './reducer.js';
+import { aggregateReducer, reduceReducer, type Extractor, type ReduceOptions } from './reducer.js';
 import { checkAppend, resolveWindowOptions, type ChainStage } from './chain.js';
 import { compileChain, type CompiledQuery } from './compile.js';
 import { filterStage, flatMapStage, keyByStage, mapStage } from './operators.js';
@@ -83,10 +83,13 @@ export class Stream<T = SourceMessage> {
     return this.append<T>({ type: 'window', plugin, options: resolveWindowOptions(plugin, options) });
   }
 
-  /** Folds each window with `fn`, starting from a deep copy of `initial` (JSON). */
-  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A): Stream<ReduceResult<A>> {
+  /**
+   * Folds each window with `fn`, starting from a deep copy of `initial` (JSON).
+   * `options.merge` combines two accumulators when windows merge (required after a session window).
+   */
+  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A>): Stream<ReduceResult<A>> {
     this.assertOpen('.reduce()');
-    return this.append<ReduceResult<A>>({ type: 'reduce', reducer: reduceReducer(fn, initial) });
+    return this.append<ReduceResult<A>>({ type: 'reduce', reducer: reduceReducer(fn, initial, options) });
   }
 
   /** Named aggregates: count, sum, min, max, avg; any other name sums numbers. */

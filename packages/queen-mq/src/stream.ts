@@ -8,6 +8,7 @@ import {
   type PipeStage,
   type QueueRef,
   type ReduceResult,
+  type ReduceOptions,
   type RunHandle,
   type RunOptions,
   type SinkContext,
@@ -17,7 +18,11 @@ import {
   type WindowPlugin,
 } from '@queen-mq/core';
 import { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
+import { sliding, type SlidingOptions } from '@queen-mq/window-sliding';
+import { session, type SessionOptions } from '@queen-mq/window-session';
+import { cron, type CronOptions } from '@queen-mq/window-cron';
 import { foreachSink, queueSink, type QueueSinkOptions } from '@queen-mq/sinks';
+import { gate, type GateFn } from '@queen-mq/gate';
 
 function isSinkPlugin(value: unknown): value is SinkPlugin {
   const v = value as Partial<SinkPlugin> | null;
@@ -74,13 +79,32 @@ export class Stream<T = SourceMessage> {
     return this.window(tumbling(options), options);
   }
 
-  // windowSliding / windowSession / windowCron: add here, delegating to
-  // this.window(<plugin>(options), options), when @queen-mq/window-sliding,
-  // -session and -cron exist. gate(fn): add as this.pipe(gate(fn)) when
-  // @queen-mq/gate exists (core already runs gate stages).
+  /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
+  windowSliding(options: SlidingOptions<T>): Stream<T> {
+    return this.window(sliding(options), options);
+  }
 
-  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A): Stream<ReduceResult<A>> {
-    return new Stream(this.core.reduce(fn, initial));
+  /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
+  windowSession(options: SessionOptions<T>): Stream<T> {
+    return this.window(session(options), options);
+  }
+
+  /** UTC wall-clock buckets of `every` second|minute|hour|day|week (idleFlushMs default 30000). */
+  windowCron(options: CronOptions<T>): Stream<T> {
+    return this.window(cron(options), options);
+  }
+
+  /**
+   * Per-message admission (@queen-mq/gate): `fn(value, ctx)` with `ctx.state`
+   * the key's row. Allow passes the value on and commits the mutation; deny
+   * discards it, acks the allowed prefix and keeps the denied tail leased.
+   */
+  gate(fn: GateFn<T>): Stream<T> {
+    return this.pipe<T>(gate(fn));
+  }
+
+  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A>): Stream<ReduceResult<A>> {
+    return new Stream(this.core.reduce(fn, initial, options));
   }
 
   aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S): Stream<AggregateResult<S>> {

@@ -1,0 +1,35 @@
+import { chainError, type GateContext } from '@queen-mq/core';
+
+/** Options shared by the rate limiter helpers. */
+export interface LimiterClockOptions {
+  /**
+   * Clock in epoch ms. Default: `ctx.streamTimeMs`, the runner's wall clock
+   * when the message is evaluated. Inject one to test boundaries exactly.
+   */
+  now?: () => number;
+  /**
+   * How long (ms) a gate may wait for capacity instead of denying. Default
+   * 1000. A deny costs at least one lease period (lease times are whole
+   * seconds, ≥ 1 s) before the denied tail returns, so waiting up to a second
+   * for the next token is never slower than denying, and it keeps the
+   * admitted rate at the configured rate instead of at capacity per lease.
+   * The runner extends the lease while a gate waits (the cycle is still
+   * being computed). 0 = deny at once, never wait.
+   */
+  maxWaitMs?: number;
+}
+
+export function clockOf(options: LimiterClockOptions, ctx: GateContext): number {
+  return options.now ? options.now() : ctx.streamTimeMs;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Validates `maxWaitMs` (default 1000). */
+export function maxWaitOption(helper: string, v: unknown): number {
+  if (v === undefined) return 1000;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw chainError(`${helper}: maxWaitMs must be a number ≥ 0, got ${JSON.stringify(v)}`);
+  return v;
+}

@@ -1,0 +1,1 @@
+export { cron, CRON_UNITS, CRON_DEFAULT_IDLE_FLUSH_MS, type CronOptions, type CronUnit } from './cron.js';

@@ -1,0 +1,1 @@
+export { session, SESSION_DEFAULT_IDLE_FLUSH_MS, type SessionOptions } from './session.js';

@@ -1,0 +1,48 @@
+import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+
+/** Options of {@link session}: the inactivity gap plus every window's common options. */
+export interface SessionOptions<T = any> extends WindowOptions<T> {
+  /** Seconds (> 0, fractions allowed) of silence that end a session of one key. */
+  gap: number;
+}
+
+/** Idle-flush interval when the options omit `idleFlushMs` (ms). */
+export const SESSION_DEFAULT_IDLE_FLUSH_MS = 1000;
+
+/**
+ * A merging window: each event at `t` opens the window `[t, t + gap]`, and
+ * windows of one key that touch or overlap merge (the end is INCLUSIVE: an
+ * event exactly `gap` after the last one still extends the session). A
+ * merged session spans `[first event, last event + gap]`. Core keeps one
+ * state row per key, `sess:<gap>␟open␟<userKey>`, merges accumulators and
+ * closes the session once the clock is past `windowEnd + gracePeriod`.
+ * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number.
+ */
+export function session(options: Pick<SessionOptions, 'gap'>): WindowPlugin {
+  const gap = (options as { gap?: unknown } | undefined)?.gap;
+  if (typeof gap !== 'number' || !Number.isFinite(gap) || gap <= 0) {
+    throw chainError(`session window: gap must be a positive number of seconds, got ${JSON.stringify(gap)}`);
+  }
+  const gapMs = Math.round(gap * 1000);
+  if (gapMs <= 0) throw chainError(`session window: gap must be at least 1 ms, got ${gap}`);
+  return Object.freeze({
+    kind: 'session',
+    shape: { gap },
+    tag: `sess:${gap}`,
+    defaultIdleFlushMs: SESSION_DEFAULT_IDLE_FLUSH_MS,
+    assign(timestampMs: number): WindowBounds[] {
+      return [{ start: timestampMs, end: timestampMs + gapMs }];
+    },
+    merge(windows: WindowBounds[]): WindowBounds[] {
+      const sorted = [...windows].sort((a, b) => a.start - b.start || a.end - b.end);
+      const out: WindowBounds[] = [];
+      for (const w of sorted) {
+        const last = out[out.length - 1];
+        // Inclusive ends: [0, 2000] and [2000, 4000] are one session.
+        if (last && w.start <= last.end) last.end = Math.max(last.end, w.end);
+        else out.push({ start: w.start, end: w.end });
+      }
+      return out;
+    },
+  });
+}

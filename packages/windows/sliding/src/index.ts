@@ -1,0 +1,1 @@
+export { sliding, SLIDING_DEFAULT_IDLE_FLUSH_MS, type SlidingOptions } from './sliding.js';
