@@ -28,6 +28,8 @@ export interface BrokerConfig {
   roleReadOnly: string;
   roleReadWrite: string;
   roleAdmin: string;
+  /** QUEEN_ENCRYPTION_KEY: 64 hex chars (AES-256); unset = encryptionEnabled is refused. */
+  encryptionKey?: string;
 }
 
 /** One entry of QUEEN_API_KEYS. */
@@ -78,6 +80,10 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
   if (authEnabled && !env.QUEEN_JWT_SECRET && keys.length === 0) {
     throw new Error('QUEEN_AUTH_ENABLED=true needs QUEEN_JWT_SECRET or QUEEN_API_KEYS: otherwise no token could ever be accepted');
   }
+  const encryptionKey = env.QUEEN_ENCRYPTION_KEY || undefined;
+  if (encryptionKey !== undefined && !/^[0-9a-fA-F]{64}$/.test(encryptionKey)) {
+    throw new Error('QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key)');
+  }
   return {
     port: int(env, 'QUEEN_PORT', 6632),
     host: env.QUEEN_HOST ?? '0.0.0.0',
@@ -102,5 +108,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     roleReadOnly: env.QUEEN_ROLE_READ_ONLY || 'read-only',
     roleReadWrite: env.QUEEN_ROLE_READ_WRITE || 'read-write',
     roleAdmin: env.QUEEN_ROLE_ADMIN || 'admin',
+    encryptionKey,
   };
 }

@@ -1,12 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, QueenError, queueOptionDefaults, type ConfigureBody } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { encryptionAvailable, encryptionOf, forgetEncryptionFlags } from './encryption.js';
 import { registerRoute } from './http.js';
-
-/** QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key). */
-export function encryptionKeyConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
-  return /^[0-9a-fA-F]{64}$/.test(env.QUEEN_ENCRYPTION_KEY ?? '');
-}
 
 /**
  * The option patch to merge (PROTOCOL §5.1, fix): omitted options keep their
@@ -27,14 +23,9 @@ function optionPatch(options: ConfigureBody['options']): Record<string, unknown>
  * both land. Stored options always hold every option (defaults filled in).
  */
 export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
-  if (body.options?.encryptionEnabled === true) {
+  if (body.options?.encryptionEnabled === true && !encryptionAvailable(ctx)) {
     // Checked before anything is written: the queue is neither created nor changed.
-    // Encryption at rest is not wired into every write path yet (push, transaction,
-    // cycle sink pushes, timer fires), so it is refused even with a key rather than
-    // stored as a flag that would leave payloads in plaintext.
-    const message = encryptionKeyConfigured()
-      ? 'encryption at rest is not available on this broker yet'
-      : 'requires QUEEN_ENCRYPTION_KEY (64 hex characters) on the broker';
+    const message = 'requires QUEEN_ENCRYPTION_KEY (64 hex characters) on the broker';
     throw new QueenError('VALIDATION_FAILED', `encryptionEnabled ${message}`, {
       details: [{ field: 'body.options.encryptionEnabled', message }],
     });
@@ -60,6 +51,8 @@ export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
       if (attempt < 2) continue;
       throw new QueenError('INTERNAL_ERROR', 'queue vanished while being configured');
     }
+    // This broker pushes by the new flag at once; others within the flag cache's TTL.
+    forgetEncryptionFlags(ctx, body.queue);
     const options: Record<string, unknown> = {};
     for (const name of Object.keys(queueOptionDefaults)) options[name] = row.options[name];
     return { configured: true as const, queueId: row.id, partitionId: row.partition_id, queue: body.queue, namespace: row.namespace, task: row.task, options };
@@ -67,5 +60,6 @@ export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
 }
 
 export function configureRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  encryptionOf(ctx); // a malformed key (programmatic config) fails the start-up, not the first push
   registerRoute(app, adminRoutes.configure, async ({ body }) => configureQueue(ctx, body));
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, type DlqQuery } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 
 interface DlqRow {
@@ -13,6 +14,7 @@ interface DlqRow {
   errorMessage: string | null;
   retryCount: number;
   data: unknown;
+  encrypted: Buffer | null;
   producerSub: string | null;
   createdAt: string;
   failedAt: string;
@@ -29,7 +31,7 @@ export async function listDlq(ctx: BrokerContext, q: DlqQuery) {
   const { rows } = await ctx.db.query<DlqRow>(
     `select m.id, m.transaction_id as "transactionId", d.partition_id as "partitionId", p.queue_name as queue,
             p.name as partition, d.consumer_group as "consumerGroup", d.error_message as "errorMessage",
-            d.retry_count as "retryCount", m.payload as data, m.producer_sub as "producerSub",
+            d.retry_count as "retryCount", m.payload as data, m.encrypted, m.producer_sub as "producerSub",
             queen.iso(m.created_at) as "createdAt", queen.iso(d.failed_at) as "failedAt", d.msg_offset::text as offset,
             count(*) over () as total
        from queen.dlq d
@@ -55,7 +57,7 @@ export async function listDlq(ctx: BrokerContext, q: DlqQuery) {
     total = Number(c[0]!.n);
   }
   return {
-    messages: rows.map(({ total: _total, ...m }) => m),
+    messages: rows.map(({ total: _total, encrypted, ...m }) => ({ ...m, data: readPayload(ctx, { payload: m.data, encrypted, id: m.id }) })),
     pagination: { limit: q.limit, offset: q.offset },
     total,
   };

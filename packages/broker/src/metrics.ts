@@ -19,6 +19,7 @@ export interface BrokerMetrics {
   delivered: Counter<'queue'>;
   acked: Counter<'queue' | 'status'>;
   deadLettered: Counter<'queue'>;
+  leaseExpired: Counter<'queue'>;
   longPollWaiting: Gauge;
 }
 
@@ -56,6 +57,7 @@ function createMetrics(ctx: BrokerContext): BrokerMetrics {
     delivered: new Counter({ name: 'queen_messages_delivered_total', help: 'Messages returned by pops', labelNames: ['queue'], registers }),
     acked: new Counter({ name: 'queen_messages_acked_total', help: 'Ack items applied, by status', labelNames: ['queue', 'status'], registers }),
     deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered by acks', labelNames: ['queue'], registers }),
+    leaseExpired: new Counter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
   };
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { popQuery, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf } from './metrics.js';
 
@@ -17,16 +18,11 @@ interface PopRow {
   producer_sub: string | null;
   created_at: string;
   retry_count: number;
+  /** Expired leases the pop released (0 on message rows; a trailing row without a message carries the count). */
+  lease_expired: number | null;
 }
 
 export type PopOutcome = { kind: 'messages'; body: PopResponse } | { kind: 'empty' } | { kind: 'paused' };
-
-/** Decrypts payloads of queues with encryptionEnabled; identity until the encryption module is composed in. */
-export type PayloadReader = (row: { payload: unknown; encrypted: Buffer | null }) => unknown;
-let readPayload: PayloadReader = (row) => row.payload;
-export function setPayloadReader(reader: PayloadReader): void {
-  readPayload = reader;
-}
 
 function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
   if (q.subscriptionFrom && q.subscriptionFrom !== 'now') return { mode: 'timestamp', start: q.subscriptionFrom };
@@ -39,25 +35,30 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
  * One claim attempt, no waiting, in one round trip: the queue/partition
  * lookup, the pause flag and queen.log_pop_v1 run as one statement. An
  * unknown queue or partition claims nothing and creates nothing.
+ * Payloads stored encrypted are decrypted here (encryption.ts).
  */
 export async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
   const leaseId = randomUUID();
   const sub = subscriptionStart(ctx, q);
-  const { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
+  let { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
     `select t.paused, r.*
        from (select q.id as queue_id, p.id as partition_id,
                     coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
                from (select 1) one
                left join queen.queues q on q.name = $1
                left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
-       left join lateral queen.log_pop_v1(
+       left join lateral queen.log_pop_v2(
               case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
               t.partition_id, $3, $4, $5, $6, $7, $8,
               case when $9::text = 'now' then now() else $9::timestamptz end) r on true`,
     [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
   );
   if (rows[0]?.paused) return { kind: 'paused' };
-  if (rows.length === 0 || rows[0]!.msg_offset === null) return { kind: 'empty' };
+  let expired = 0;
+  for (const r of rows) expired += r.lease_expired ?? 0;
+  if (expired > 0) metricsOf(ctx).leaseExpired.inc({ queue }, expired);
+  rows = rows.filter((r) => r.msg_offset !== null);
+  if (rows.length === 0) return { kind: 'empty' };
   metricsOf(ctx).delivered.inc({ queue }, rows.length);
 
   const wireLease = q.autoAck ? '' : leaseId;
@@ -65,7 +66,7 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
     id: r.id,
     transactionId: r.transaction_id,
     traceId: r.trace_id,
-    data: readPayload(r),
+    data: readPayload(ctx, r),
     producerSub: r.producer_sub,
     createdAt: r.created_at,
     partitionId: r.partition_id,

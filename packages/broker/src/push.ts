@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
 
@@ -22,9 +23,11 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
   if (items.length === 0) return [];
   for (let attempt = 0; ; attempt++) {
     const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
+    const encrypted = await encryptedQueues(ctx, items.map((i) => i.queue));
     const rows = items.map((i) => ({
       partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
-      payload: i.payload,
+      // Encrypted queues: only the ciphertext reaches SQL (stored with payload null).
+      ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
       transaction_id: i.transactionId,
       trace_id: i.traceId,
     }));

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { forgetEncryptionFlags } from './encryption.js';
 import { registerRoute } from './http.js';
 
 /**
@@ -15,6 +16,7 @@ export async function deleteQueue(ctx: BrokerContext, queue: string): Promise<bo
   // This broker's cached partition ids are stale now; other brokers find out
   // on their next push (the allocator raises, the push retries).
   ctx.partitions.forget(queue);
+  forgetEncryptionFlags(ctx, queue);
   return rows[0]!.existed;
 }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
+import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
 
@@ -21,7 +22,13 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
     let pushItems: Record<string, unknown>[] = [];
     if (body.push_items.length > 0) {
       const dir = await ctx.partitions.ensure(body.push_items.map((i) => ({ queue: i.queue, partition: i.partition })));
-      pushItems = body.push_items.map((i) => ({ ...i, partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId }));
+      const encrypted = await encryptedQueues(ctx, body.push_items.map((i) => i.queue));
+      pushItems = body.push_items.map(({ payload, ...i }) => ({
+        ...i,
+        // Encrypted sink queues: log_streams_cycle_v1 passes `encrypted` to the allocator, payload stays null.
+        ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, payload) } : { payload }),
+        partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
+      }));
     }
     const element = {
       idx: 0,

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { Counter } from 'prom-client';
 import type { TimerResult, TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { setMaintenanceTask } from './retention.js';
 
@@ -30,11 +31,14 @@ function fireAtOf(fireAt: string): string {
  * its own timerId. `delayMs` counts from now on the database's clock, the
  * one the firer compares with.
  */
-export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], producerSub: string | null): Promise<TimerResult[]> {
+export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], producerSub: string | null, ctx?: BrokerContext): Promise<TimerResult[]> {
+  // A timer for an encrypted queue stores only ciphertext (by the flag at
+  // scheduling time); the firer passes it through to the allocator.
+  const encrypted = ctx ? await encryptedQueues(ctx, timers.map((t) => t.queue)) : new Set<string>();
   const wire = timers.map((t) => ({
     queue: t.queue,
     partition: t.partition,
-    payload: t.payload,
+    ...(encrypted.has(t.queue) ? { encrypted: encryptPayload(ctx!, t.payload) } : { payload: t.payload }),
     ...(t.delayMs !== undefined ? { delayMs: t.delayMs } : { fireAt: fireAtOf(t.fireAt!) }),
     ...(t.transactionId !== undefined ? { transactionId: t.transactionId } : {}),
   }));

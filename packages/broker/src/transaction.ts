@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp, type TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { scheduleTimers } from './timers.js';
 
@@ -83,16 +84,18 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
     // Cursor rows of existing partitions are created before the main transaction too (§4),
     // so it never inserts under a partition lock it does not already hold.
     if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+    // Flags of push and timer targets read (or cached) before the transaction holds any lock.
+    const encrypted = await encryptedQueues(ctx, [...pushes.map((p) => p.item.queue), ...(body.timers ?? []).map((t) => t.queue)]);
     try {
       const ext = extensions.get(ctx) ?? {};
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
         const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx) : [];
-        const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub) : [];
+        const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
           const rows = pushes.map((p) => ({
             partition_id: ctx.partitions.get(dir, p.item.queue, p.item.partition).partitionId,
-            payload: p.item.payload,
+            ...(encrypted.has(p.item.queue) ? { encrypted: encryptPayload(ctx, p.item.payload) } : { payload: p.item.payload }),
             transaction_id: p.item.transactionId,
             trace_id: p.item.traceId,
           }));

@@ -1,10 +1,17 @@
 import { QueenError, type Queen } from '@queen-mq/client';
-import type { RunnerContext } from './runner-context.js';
+import type { RunnerContext, TouchedPartition } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
-import { storedWatermark, flushRipeRows } from './window-batch.js';
+import { storedWatermark, flushRipeRows, nextRipeAt } from './window-batch.js';
 import { cycleFailure, emitOutputs } from './cycle.js';
 import { sinkOutputs } from './sink-output.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
+
+/**
+ * When a partition's open rows can next ripen, as learnt by its last flush.
+ * Keyed by the partition's touched entry: every committed cycle replaces that
+ * entry, so new data drops the hint and the next tick reads the rows again.
+ */
+const nextRipeHint = new WeakMap<TouchedPartition, number>();
 
 /** Partitions quiet for longer than this are no longer flushed by this runner. */
 export const TOUCHED_WINDOW_MS = 5 * 60 * 1000;
@@ -16,13 +23,19 @@ export const TOUCHED_WINDOW_MS = 5 * 60 * 1000;
  * event time — a flush never advances it) become one ack:null
  * cycle deleting each row at the version it was read and pushing its emit.
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
- * next tick (or the next cycle) closes the window instead.
+ * next tick (or the next cycle) closes the window instead. It reads all open
+ * rows of the operator (ripeness is decided here, strictly past the end for
+ * merging windows) and remembers when the rest ripen, so a quiet partition
+ * costs no request per tick until then or until a cycle commits on it.
  */
-export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, processingClockMs?: number): Promise<void> {
+export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, processingClockMs?: number, touched?: TouchedPartition): Promise<'deferred' | void> {
   const { plan } = rt;
   const { plugin, options } = plan.window!;
-  // A batch of this partition is coming back (its cycle did not commit): wait for it.
-  if (rt.touched.get(partitionId)?.awaitingRedelivery) return;
+  // A batch of this partition is in a cycle or coming back (not committed): wait for it.
+  if (rt.touched.get(partitionId)?.awaitingRedelivery) return 'deferred';
+  const hint = touched ? nextRipeHint.get(touched) : undefined;
+  // Event time: only a cycle moves the watermark, and a cycle drops the hint.
+  if (options.eventTime && hint !== undefined) return;
   let clock: number | undefined;
   if (options.eventTime) {
     clock = storedWatermark(rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] })));
@@ -31,10 +44,17 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     clock = processingClockMs ?? Date.now();
   }
   const ripeAtOrBefore = clock - options.gracePeriodMs;
-  const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: windowKeyPrefix(plugin.tag), ripe_at_or_before: ripeAtOrBefore });
-  if (rows.length === 0) return;
+  // Nothing of this partition can be ripe yet, and no cycle has committed since we looked: no request.
+  if (hint !== undefined && hint > ripeAtOrBefore) return;
+  // All open rows, not only the ripe ones: the rest tell when to look again
+  // (and a merging window's older sessions ripen before the row's windowEnd).
+  const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: windowKeyPrefix(plugin.tag) });
+  const next = nextRipeAt(plan, rows, ripeAtOrBefore);
   const fold = flushRipeRows(plan, rows, ripeAtOrBefore);
-  if (fold.stateOps.length === 0) return;
+  if (fold.stateOps.length === 0) {
+    if (touched) nextRipeHint.set(touched, next);
+    return;
+  }
   const outputs = emitOutputs(rt, partitionId, partition, fold.emits);
   const pushItems = await sinkOutputs(plan, rt.queryId, partitionId, outputs);
   const res = await rt.api.cycle({
@@ -46,6 +66,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     ack: null,
   });
   if (res.success) {
+    if (touched) nextRipeHint.set(touched, next);
     rt.metrics.flushCyclesTotal += 1;
     rt.events.emit('window:flush', { partitionId, partition, stateOps: fold.stateOps.length, pushes: pushItems.length, emits: fold.emits.length });
   } else if (res.code !== 'VERSION_CONFLICT') {
@@ -94,9 +115,18 @@ async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<
   return new Set((detail.partitions ?? []).filter((p) => Number(p.lag) === 0).map((p) => p.partitionId));
 }
 
-/** One pass over the partitions touched in the last five minutes, each under its partition lock. */
-export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<void> {
-  if (rt.touched.size === 0) return;
+/** Partitions flushed at once in one pass: each is a state read (+ a cycle); they queue on PostgreSQL, not on the CPU. */
+export const FLUSH_CONCURRENCY = 16;
+
+/**
+ * One pass over the partitions touched in the last five minutes, each under
+ * its partition lock, FLUSH_CONCURRENCY at a time (a sequential pass over
+ * many quiet partitions would delay the last one's close by the whole pass).
+ * Answers how many partitions it had to defer because a batch of theirs was
+ * not committed yet (not caught up, or in a cycle).
+ */
+export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<number> {
+  if (rt.touched.size === 0) return 0;
   const processingTime = !rt.plan.window!.options.eventTime;
   // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
   const clock = Date.now();
@@ -106,21 +136,35 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): P
       caughtUp = await caughtUpPartitions(rt, queen);
     } catch (err) {
       rt.report(err, { phase: 'flush' });
-      return;
+      return 0;
     }
   }
   const now = Date.now();
+  let deferred = 0;
+  const due: [string, TouchedPartition][] = [];
   for (const [partitionId, info] of [...rt.touched]) {
-    if (rt.isStopped()) return;
     if (now - info.lastTouchedMs > TOUCHED_WINDOW_MS) {
       rt.touched.delete(partitionId);
       continue;
     }
-    if (caughtUp && !caughtUp.has(partitionId)) continue;
-    try {
-      await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, processingTime ? clock : undefined));
-    } catch (err) {
-      rt.report(err, { phase: 'flush', partitionId });
+    if (caughtUp && !caughtUp.has(partitionId)) {
+      deferred += 1;
+      continue;
     }
+    due.push([partitionId, info]);
   }
+  let next = 0;
+  const worker = async () => {
+    while (next < due.length && !rt.isStopped()) {
+      const [partitionId, info] = due[next++]!;
+      try {
+        const outcome = await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, processingTime ? clock : undefined, info));
+        if (outcome === 'deferred') deferred += 1;
+      } catch (err) {
+        rt.report(err, { phase: 'flush', partitionId });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(FLUSH_CONCURRENCY, due.length) }, worker));
+  return deferred;
 }

@@ -49,6 +49,8 @@ export interface RunHandle extends RunnerEmitter {
 /** Seconds a lease is pushed forward while a cycle on it is still being computed. */
 const LEASE_EXTEND_SECONDS = 5;
 const LEASE_EXTEND_EVERY_MS = 1000;
+/** Delay of the one follow-up flush pass after a tick that had to defer partitions mid-cycle. */
+const FLUSH_RETRY_MS = 200;
 
 function intOption(name: string, value: unknown, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
@@ -205,10 +207,24 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
     } catch (err) {
       rt.report(err, { phase: 'flush' });
     }
+    // Fixed-rate ticks: a pass's own duration does not push the next tick back
+    // (a window ending just after a tick still waits at most one interval).
+    let tick = Date.now();
     while (!stopper.signal.aborted) {
-      await sleep(every, stopper.signal);
+      tick += every;
+      const wait = tick - Date.now();
+      if (wait > 0) await sleep(wait, stopper.signal);
+      else tick = Date.now(); // a pass overran a whole interval: do not burst to catch up
       if (stopper.signal.aborted) return;
-      await flushTouchedPartitions(rt, queen);
+      const deferred = await flushTouchedPartitions(rt, queen);
+      // A partition whose last batch was still committing at the tick would
+      // otherwise wait a whole interval more: look once more shortly after.
+      const retryIn = Math.min(FLUSH_RETRY_MS, every / 4);
+      if (deferred > 0 && tick + every - Date.now() > retryIn * 2) {
+        await sleep(retryIn, stopper.signal);
+        if (stopper.signal.aborted) return;
+        await flushTouchedPartitions(rt, queen);
+      }
     }
   }
 

@@ -234,6 +234,23 @@ export function flushRipeRows(plan: CompiledQuery, rows: readonly StateRow[], ri
 }
 
 /**
+ * The smallest `ripe_at_or_before` at which one of these rows (or, for a
+ * merging window, one of its sessions) that is NOT ripe at `ripeAtOrBefore`
+ * would become ripe; Infinity when none is left open. The idle flush uses it
+ * to skip a quiet partition until then.
+ */
+export function nextRipeAt(plan: CompiledQuery, rows: readonly StateRow[], ripeAtOrBefore: number): number {
+  const merging = !!(plan as Plan).window.plugin.merge;
+  let next = Infinity;
+  for (const r of rows) {
+    if (r.key === WATERMARK_KEY) continue;
+    const ends = merging ? sessionsOfRow(r.value).map((x) => x.end + 1) : typeof r.value?.windowEnd === 'number' ? [r.value.windowEnd] : [];
+    for (const at of ends) if (at > ripeAtOrBefore && at < next) next = at;
+  }
+  return next;
+}
+
+/**
  * One open session of a merging window. A key's row holds the newest in the
  * PROTOCOL §7.6 fields and, only while an older session of the key is still
  * inside its grace period, that older one in `earlier` (oldest first).

@@ -1,0 +1,18 @@
+#!/usr/bin/env node
+// Per-tenant token bucket as a deployable worker: api-requests.by-tenant
+// (one partition per tenant) → api-admitted. QUEEN_URL points it at a broker
+// (default http://localhost:6632); CAPACITY / REFILL_PER_SECOND tune it.
+import { runTenantRateLimit } from './tenant-rate-limit.js';
+
+const url = process.env.QUEEN_URL ?? 'http://localhost:6632';
+const capacity = process.env.CAPACITY ? Number(process.env.CAPACITY) : 10;
+const refillPerSecond = process.env.REFILL_PER_SECOND ? Number(process.env.REFILL_PER_SECOND) : 20;
+const { handle, queen } = await runTenantRateLimit({ url, capacity, refillPerSecond, onError: (e) => console.error(e.message) });
+handle.on('cycle:commit', (c) => console.log(`admitted ${c.messages} request(s) of tenant ${c.partition}`));
+console.log(`tenant-rate-limit running against ${url} (query ${handle.queryUuid}, ${capacity} burst, ${refillPerSecond}/s per tenant)`);
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void handle.stop().then(() => queen.close()).then(() => process.exit(0));
+  });
+}

@@ -1,0 +1,145 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { BrokerContext } from './context.js';
+
+// Encryption at rest (PROTOCOL §5.1 `encryptionEnabled`): payloads of a queue
+// with the option are encrypted here, in the broker, at every edge where they
+// enter the queue (push, transaction push, timer scheduling, stream cycle sink
+// push); SQL only moves the opaque bytes (messages.encrypted, payload null).
+// The key (QUEEN_ENCRYPTION_KEY) never leaves the process.
+
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** A 64-hex-character QUEEN_ENCRYPTION_KEY, or a clear error naming it. */
+export function parseEncryptionKey(hex: string): Buffer {
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new Error('QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key)');
+  return Buffer.from(hex, 'hex');
+}
+
+/** AES-256-GCM over the payload's JSON text. Stored form: 12-byte random IV || ciphertext || 16-byte tag. */
+export class PayloadCipher {
+  private readonly key: Buffer;
+
+  constructor(keyHex: string) {
+    this.key = parseEncryptionKey(keyHex);
+  }
+
+  encrypt(payload: unknown): Buffer {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const body = Buffer.concat([cipher.update(JSON.stringify(payload ?? null), 'utf8'), cipher.final()]);
+    return Buffer.concat([iv, body, cipher.getAuthTag()]);
+  }
+
+  /** Throws on a wrong key or corrupt bytes (the GCM tag does not verify). */
+  decrypt(stored: Buffer): unknown {
+    if (stored.length < IV_BYTES + TAG_BYTES) throw new Error('encrypted payload is too short');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, stored.subarray(0, IV_BYTES));
+    decipher.setAuthTag(stored.subarray(stored.length - TAG_BYTES));
+    const text = Buffer.concat([decipher.update(stored.subarray(IV_BYTES, stored.length - TAG_BYTES)), decipher.final()]).toString('utf8');
+    return JSON.parse(text);
+  }
+}
+
+/**
+ * How long this broker trusts a cached `encryptionEnabled` flag. A configure
+ * or delete on this broker invalidates it at once; one on another broker is
+ * seen within this time (the documented staleness: pushes in between follow
+ * the old setting; pops decrypt by what each message holds, so either way
+ * reads are right).
+ */
+const FLAG_TTL_MS = 5000;
+
+interface EncryptionState {
+  cipher: PayloadCipher | null;
+  flags: Map<string, { encrypted: boolean; at: number }>;
+}
+
+const byContext = new WeakMap<BrokerContext, EncryptionState>();
+
+/**
+ * The encryption state of one broker (its key and its queue flag cache).
+ * Tests run several brokers in one process with different keys, so nothing
+ * here is module-global. Throws on a malformed key: called at start-up.
+ */
+export function encryptionOf(ctx: BrokerContext): EncryptionState {
+  let s = byContext.get(ctx);
+  if (!s) {
+    s = { cipher: ctx.config.encryptionKey ? new PayloadCipher(ctx.config.encryptionKey) : null, flags: new Map() };
+    byContext.set(ctx, s);
+  }
+  return s;
+}
+
+/** Whether this broker holds a key, so `encryptionEnabled: true` can be honoured. */
+export function encryptionAvailable(ctx: BrokerContext): boolean {
+  return encryptionOf(ctx).cipher !== null;
+}
+
+/** Drops cached flags (one queue, or all): after configure and queue delete. */
+export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void {
+  const { flags } = encryptionOf(ctx);
+  if (queue === undefined) flags.clear();
+  else flags.delete(queue);
+}
+
+/**
+ * Which of `queues` have encryptionEnabled. Cached per broker: the push hot
+ * path costs no round trip (one lookup per queue per FLAG_TTL_MS), and none
+ * at all on a broker without a key (it could not encrypt anyway).
+ */
+export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<string>): Promise<Set<string>> {
+  const state = encryptionOf(ctx);
+  const out = new Set<string>();
+  if (!state.cipher) return out;
+  const now = Date.now();
+  const missing: string[] = [];
+  for (const q of new Set(queues)) {
+    const hit = state.flags.get(q);
+    if (hit && now - hit.at < FLAG_TTL_MS) {
+      if (hit.encrypted) out.add(q);
+    } else missing.push(q);
+  }
+  if (missing.length) {
+    const { rows } = await ctx.db.query<{ name: string; encrypted: boolean }>(
+      `select q.name, coalesce((q.options->>'encryptionEnabled')::boolean, false) as encrypted
+         from queen.queues q where q.name = any($1::text[])`,
+      [missing],
+    );
+    const found = new Map(rows.map((r) => [r.name, r.encrypted]));
+    for (const q of missing) {
+      // An absent queue is created with default options (not encrypted).
+      const encrypted = found.get(q) ?? false;
+      state.flags.set(q, { encrypted, at: now });
+      if (encrypted) out.add(q);
+    }
+  }
+  return out;
+}
+
+/** A payload's stored form for SQL (base64, as the allocator's `encrypted` field takes it). */
+export function encryptPayload(ctx: BrokerContext, payload: unknown): string {
+  const { cipher } = encryptionOf(ctx);
+  if (!cipher) throw new Error('no encryption key on this broker');
+  return cipher.encrypt(payload).toString('base64');
+}
+
+/**
+ * A stored message's payload as clients see it: plaintext rows as they are,
+ * encrypted rows decrypted. A wrong key, no key or corrupt bytes answer null
+ * and log an error: one unreadable message never fails a whole pop.
+ */
+export function readPayload(ctx: BrokerContext, row: { payload: unknown; encrypted: Buffer | null; id?: string }): unknown {
+  if (row.encrypted == null) return row.payload;
+  const { cipher } = encryptionOf(ctx);
+  if (!cipher) {
+    ctx.log.error({ messageId: row.id }, 'encrypted payload but QUEEN_ENCRYPTION_KEY is not set on this broker: data is null');
+    return null;
+  }
+  try {
+    return cipher.decrypt(row.encrypted);
+  } catch (err) {
+    ctx.log.error({ messageId: row.id, err: (err as Error).message }, 'cannot decrypt payload (wrong key or corrupt bytes): data is null');
+    return null;
+  }
+}
