@@ -11,7 +11,7 @@
 // Every path reads the same pre-pushed messages through its own consumer group.
 // Runs against the built dist/ packages (`npm run build` first). Knobs:
 // BENCH_PER_PARTITION (messages per source partition, 10000), BENCH_GATE_MESSAGES
-// (messages read by each run of (2), 4000), DATABASE_URL
+// (messages read by each run of (2), 6000), DATABASE_URL
 // (else an embedded PostgreSQL).
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -24,7 +24,7 @@ const PARTITIONS = 8;
 const BATCH = 500;
 const PER_PARTITION = Number(process.env.BENCH_PER_PARTITION ?? 10000);
 const TOTAL = PARTITIONS * PER_PARTITION;
-const GATE_MESSAGES = Math.min(TOTAL, Number(process.env.BENCH_GATE_MESSAGES ?? 4000));
+const GATE_MESSAGES = Math.min(TOTAL, Number(process.env.BENCH_GATE_MESSAGES ?? 6000));
 const WINDOW_SECONDS = 1;
 const SOURCE = 'bench.src';
 const SEP = '\u001f';

@@ -169,7 +169,7 @@ describe('keys and ids', () => {
 });
 
 describe('gate evaluation (pure)', () => {
-  it('S44 a deny discards its own mutation and stops the batch', () => {
+  it('S44 a deny discards its own mutation and stops the batch', async () => {
     const plan = Stream.from({ name: 'src' })
       .pipe({
         kind: 'gate',
@@ -181,14 +181,14 @@ describe('gate evaluation (pure)', () => {
       .to(sinkPlugin)
       .compile();
     const batch = [1, 2, 3, 4, 5].map((n) => msg(n, { n }));
-    const r = evaluateGateBatch(plan, prepareGateBatch(plan, batch), new Map());
+    const r = await evaluateGateBatch(plan, prepareGateBatch(plan, batch), new Map());
     expect(r).toMatchObject({ allowedMessages: 2, allows: 2, denied: true });
     expect(r.stateOps).toEqual([{ type: 'upsert', key: PID, value: { seen: 2 }, expected_version: 0 }]);
     expect(r.outputs.map((o) => o.identity)).toEqual(['msg\u001f1', 'msg\u001f2']);
   });
 
-  it('S47 a gate answering "yes" is an error, not a decision', () => {
+  it('S47 a gate answering "yes" is an error, not a decision', async () => {
     const plan = Stream.from({ name: 'src' }).pipe({ kind: 'gate', evaluate: () => 'yes' as any }).to(sinkPlugin).compile();
-    expect(() => evaluateGateBatch(plan, prepareGateBatch(plan, [msg(1, {})]), new Map())).toThrow(/expected a boolean/);
+    await expect(evaluateGateBatch(plan, prepareGateBatch(plan, [msg(1, {})]), new Map())).rejects.toThrow(/expected a boolean/);
   });
 });

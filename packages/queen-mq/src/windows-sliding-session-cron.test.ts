@@ -299,6 +299,24 @@ describe('session', () => {
     expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
   });
 
+  it('S17 the idle flush closes each new session of a quiet partition again (a commit wakes a partition it skipped)', async () => {
+    const { src, sink, queryId } = await names('s17b');
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowSession({ gap: 0.5, idleFlushMs: 200 })
+        .aggregate({ count: () => 1 })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    await push(b, src, [{}, {}]);
+    expect((await collectUntil(b, sink, (all) => all.length >= 1, 4000)).map((m) => m.data)).toEqual([{ count: 2 }]);
+    await sleep(500); // several ticks on a partition with nothing open
+    const [p] = await push(b, src, [{}, {}, {}]);
+    const all = await collectUntil(b, sink, (got) => got.length >= 2, 4000, 300);
+    expect(all.map((m) => m.data)).toEqual([{ count: 2 }, { count: 3 }]);
+    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+  });
+
   it('S18 for sessions: idleFlushMs 0 keeps a quiet session open until the next message of its partition', async () => {
     const { src, sink, queryId } = await names('s18s');
     const h = track(
