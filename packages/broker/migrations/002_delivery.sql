@@ -54,16 +54,15 @@ language sql as $$
   on conflict (partition_id, consumer_group, msg_offset) do nothing
 $$;
 
--- Pop (PROTOCOL §5.4): claims up to p_max_partitions partitions of a queue (or
--- the one named) whose lease for the group is free or expired, oldest pending
--- message first, and leases up to p_batch messages in total. Cursor rows are
--- try-locked (a busy one is skipped), so pops never wait on each other.
-create function queen.log_pop_v1(
+-- Pop (PROTOCOL §5.4), with a count of the expired leases the call found
+-- and released (queen_lease_expired_total): message rows carry 0 and, when
+-- any lease expired, one trailing row with no message carries the count.
+create function queen.log_pop_v2(
   p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
   p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null
 ) returns table (
   partition_id uuid, partition_name text, msg_offset bigint, id uuid, transaction_id text, trace_id uuid,
-  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int
+  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int, lease_expired int
 )
 language plpgsql as $$
 #variable_conflict use_column
@@ -83,6 +82,7 @@ declare
   v_count       int;
   v_last        bigint;
   v_charged     int;
+  v_expired     int := 0;
 begin
   -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
   if p_queue_id is null then return; end if;
@@ -143,6 +143,7 @@ begin
       end if;
       perform queen.log_release_lease_v1(v_cand.id, p_group);
       perform pg_notify('queen_lease_expired', v_cand.id::text);
+      v_expired := v_expired + 1;
     end if;
 
     v_from := greatest(v_cur.cursor_offset, v_cand.first_offset - 1);
@@ -165,7 +166,7 @@ begin
 
     return query
       select m.partition_id, v_cand.name, m.msg_offset, m.id, m.transaction_id, m.trace_id, m.payload, m.encrypted,
-             m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0)
+             m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0), 0
         from queen.messages m
         left join queen.failures f on f.partition_id = m.partition_id and f.consumer_group = p_group and f.msg_offset = m.msg_offset
        where m.partition_id = v_cand.id and m.msg_offset > v_from and m.msg_offset <= v_last
@@ -174,7 +175,29 @@ begin
     v_remaining := v_remaining - v_count;
     v_claimed   := v_claimed + 1;
   end loop;
+  -- The count of expired leases this call released, on one trailing row
+  -- with no message, so the caller counts them without another round trip.
+  if v_expired > 0 then
+    return query select null::uuid, null::text, null::bigint, null::uuid, null::text, null::uuid,
+                        null::jsonb, null::bytea, null::text, null::text, null::int, v_expired;
+  end if;
 end
+$$;
+
+-- log_pop_v1 keeps its signature for raw callers (benches): message rows only.
+create function queen.log_pop_v1(
+  p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
+  p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null
+) returns table (
+  partition_id uuid, partition_name text, msg_offset bigint, id uuid, transaction_id text, trace_id uuid,
+  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int
+)
+language sql as $$
+  select r.partition_id, r.partition_name, r.msg_offset, r.id, r.transaction_id, r.trace_id,
+         r.payload, r.encrypted, r.producer_sub, r.created_at, r.retry_count
+    from queen.log_pop_v2(p_queue_id, p_partition_id, p_group, p_batch, p_max_partitions,
+                          p_auto_ack, p_lease_id, p_sub_mode, p_sub_start) r
+   where r.msg_offset is not null
 $$;
 
 -- Ack (PROTOCOL §5.5). items: [{idx, transactionId, partitionId, status, leaseId?, error?}].

@@ -15,7 +15,8 @@ create table queen.log_timers (
   transaction_id  text,                        -- null: the message gets 'timer:<id>'
   producer_sub    text,                        -- the scheduling request's subject
   fire_at         timestamptz not null,
-  created_at      timestamptz not null default now()
+  created_at      timestamptz not null default now(),
+  encrypted       bytea                        -- ciphertext for an encrypted target queue (payload null)
 );
 create index log_timers_due on queen.log_timers (fire_at, id);
 -- A pending timer with a transactionId is unique per (queue, partition, transactionId).
@@ -39,23 +40,25 @@ declare
   v_fire timestamptz;
   v_dup  jsonb;
   v_now  timestamptz := clock_timestamp();
+  v_enc  bytea;
 begin
   for v_t in
     select e, ord::int as ord from jsonb_array_elements(p_timers) with ordinality as x(e, ord)
      order by (e->>'queue') collate "C", (e->>'partition') collate "C", (e->>'transactionId') collate "C" nulls last, ord
   loop
     v_seq := v_seq + 1;
+    v_enc := case when v_t.e ? 'encrypted' then decode(v_t.e->>'encrypted', 'base64') end;
     v_id := queen.uuid_v7(v_now, v_seq);
     -- delayMs counts on the database clock, the one the firer compares with.
     v_fire := case when v_t.e ? 'delayMs' then v_now + (v_t.e->>'delayMs')::bigint * interval '1 millisecond'
                    else (v_t.e->>'fireAt')::timestamptz end;
     if v_t.e->>'transactionId' is null then
-      insert into queen.log_timers (id, queue_name, partition_name, payload, transaction_id, producer_sub, fire_at)
-      values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', null, p_producer_sub, v_fire);
+      insert into queen.log_timers (id, queue_name, partition_name, payload, encrypted, transaction_id, producer_sub, fire_at)
+      values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', v_enc, null, p_producer_sub, v_fire);
       v_out[v_t.ord] := jsonb_build_object('timerId', v_id, 'fireAt', queen.iso(v_fire), 'status', 'scheduled');
     else
-      insert into queen.log_timers (id, queue_name, partition_name, payload, transaction_id, producer_sub, fire_at)
-      values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', v_t.e->>'transactionId', p_producer_sub, v_fire)
+      insert into queen.log_timers (id, queue_name, partition_name, payload, encrypted, transaction_id, producer_sub, fire_at)
+      values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', v_enc, v_t.e->>'transactionId', p_producer_sub, v_fire)
       on conflict (queue_name, partition_name, transaction_id) where transaction_id is not null do nothing;
       if found then
         v_out[v_t.ord] := jsonb_build_object('timerId', v_id, 'fireAt', queen.iso(v_fire), 'status', 'scheduled');
@@ -68,8 +71,8 @@ begin
         if v_dup is null then
           -- The pending twin fired and was deleted between our conflict check
           -- and this read: schedule anew (the fire's dedup covers the message).
-          insert into queen.log_timers (id, queue_name, partition_name, payload, transaction_id, producer_sub, fire_at)
-          values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', v_t.e->>'transactionId', p_producer_sub, v_fire);
+          insert into queen.log_timers (id, queue_name, partition_name, payload, encrypted, transaction_id, producer_sub, fire_at)
+          values (v_id, v_t.e->>'queue', v_t.e->>'partition', v_t.e->'payload', v_enc, v_t.e->>'transactionId', p_producer_sub, v_fire);
           v_out[v_t.ord] := jsonb_build_object('timerId', v_id, 'fireAt', queen.iso(v_fire), 'status', 'scheduled');
         end if;
       end if;
@@ -118,7 +121,7 @@ begin
              for update) s;
 
   for v_t in
-    select t.id, t.queue_name, t.payload, t.transaction_id, t.producer_sub, p.id as partition_id
+    select t.id, t.queue_name, t.payload, t.encrypted, t.transaction_id, t.producer_sub, p.id as partition_id
       from queen.log_timers t
       left join (queen.queues q join queen.partitions p on p.queue_id = q.id)
         on q.name = t.queue_name and p.name = t.partition_name
@@ -130,7 +133,7 @@ begin
       continue;
     end if;
     perform queen.log_push_one_v1(v_t.partition_id, v_t.payload, coalesce(v_t.transaction_id, 'timer:' || v_t.id::text),
-                                  null, v_t.producer_sub, false);
+                                  null, v_t.producer_sub, v_t.encrypted is not null, v_t.encrypted);
     delete from queen.log_timers where id = v_t.id;
     v_fired := v_fired + 1;
     if not (v_t.queue_name = any(v_queues)) then v_queues := array_append(v_queues, v_t.queue_name); end if;

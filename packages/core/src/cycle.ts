@@ -5,9 +5,9 @@ import type { RunnerContext } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
 import { runPostStages, runPreStages, OperatorError } from './pre-ops.js';
 import { sinkOutputs, type SinkOutput } from './sink-output.js';
-import { batchClock, foldWindowBatch, prepareWindowBatch, type WindowEmit } from './window-batch.js';
+import { foldWindowBatch, prepareWindowBatch, type WindowEmit } from './window-batch.js';
+import { readWindowState, type WindowStateRead } from './window-state-read.js';
 import { evaluateGateBatch, GateEvalError, prepareGateBatch } from './gate-batch.js';
-import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 import { messageIdentity } from './transaction-id.js';
 
 /** The messages one pop delivered from one partition, under one lease. */
@@ -69,31 +69,19 @@ async function windowCycle(rt: RunnerContext, batch: PartitionBatch): Promise<vo
 
 async function windowCycleAttempts(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
   const { plan } = rt;
-  const { plugin, options } = plan.window!;
   const prepared = prepareWindowBatch(plan, batch.messages);
   for (const s of prepared.skipped) rt.report(s.error, { phase: 'window-apply', partitionId: batch.partitionId, offset: s.message.offset });
   const last = batch.messages[batch.messages.length - 1]!;
-  const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
 
   for (let attempt = 0; attempt <= MAX_CONFLICT_RETRIES && !rt.isStopped(); attempt++) {
-    let stored: Map<string, StateRow>;
-    let ripeRows: StateRow[] = [];
-    let clock: number | undefined;
+    let read: WindowStateRead;
     try {
-      stored = rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: batch.partitionId, keys }));
-      clock = batchClock(plan, prepared, stored);
-      if (clock !== undefined) {
-        ripeRows = await rt.api.stateGet({
-          query_id: rt.queryId,
-          partition_id: batch.partitionId,
-          key_prefix: windowKeyPrefix(plugin.tag),
-          ripe_at_or_before: clock - options.gracePeriodMs,
-        });
-      }
+      read = await readWindowState(rt, batch.partitionId, prepared);
     } catch (err) {
       rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
       return;
     }
+    const { stored, ripeRows, clock } = read;
     const fold = foldWindowBatch(plan, prepared, stored, ripeRows, clock);
     const outputs = emitOutputs(rt, batch.partitionId, batch.partition, fold.emits);
     const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs);

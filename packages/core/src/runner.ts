@@ -49,6 +49,12 @@ export interface RunHandle extends RunnerEmitter {
 /** Seconds a lease is pushed forward while a cycle on it is still being computed. */
 const LEASE_EXTEND_SECONDS = 5;
 const LEASE_EXTEND_EVERY_MS = 1000;
+/**
+ * Popped batches processed at once by the pop loop: one committing while the
+ * next pop long-polls (see popLoop), plus one more so a pop that returns
+ * before the previous batch committed can start right away.
+ */
+const POPS_IN_FLIGHT = 2;
 /** Delay of the one follow-up flush pass after a tick that had to defer partitions mid-cycle. */
 const FLUSH_RETRY_MS = 200;
 
@@ -174,28 +180,54 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
     return () => clearInterval(timer);
   }
 
+  /** One pop's batches: each partition's cycle under its partition lock, the partitions concurrently. */
+  async function processPop(pop: PopResponse): Promise<void> {
+    const batches = groupByPartition(pop);
+    const stopExtending = extendWhileBusy(pop.leaseId);
+    try {
+      await Promise.all(batches.map((b) => rt.locks.run(b.partitionId, () => processPartitionBatch(rt, b))));
+    } finally {
+      stopExtending();
+    }
+  }
+
+  // Pipelining: the next pop (a long-poll round trip) runs while the batches
+  // of earlier pops are still reading state and committing, instead of after.
+  // Order per partition is kept without any bookkeeping here: a pop only
+  // claims partitions whose lease is free, and a batch's lease is released by
+  // its own committing cycle (release_lease) — so a partition comes back in a
+  // later pop only once its previous batch committed (or its lease expired,
+  // i.e. the batch is redelivered anyway). The partition lock then runs that
+  // later batch strictly after the earlier one's code has finished, and the
+  // idle flush stays serialised with both. At most POPS_IN_FLIGHT popped
+  // batches are processed at once, which bounds memory.
   async function popLoop(): Promise<void> {
+    const inFlight = new Set<Promise<void>>();
     let failures = 0;
-    while (!stopper.signal.aborted) {
-      let pop: PopResponse | null;
-      try {
-        pop = await source.pop({ batch: batchSize, wait: true, timeout: maxWaitMillis, consumerGroup, partitions: maxPartitions, signal: stopper.signal });
-        failures = 0;
-      } catch (err) {
-        if (stopper.signal.aborted) return;
-        rt.report(err, { phase: 'pop' });
-        failures += 1;
-        await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)), stopper.signal);
-        continue;
+    try {
+      while (!stopper.signal.aborted) {
+        if (inFlight.size >= POPS_IN_FLIGHT) {
+          await Promise.race(inFlight);
+          continue;
+        }
+        let pop: PopResponse | null;
+        try {
+          pop = await source.pop({ batch: batchSize, wait: true, timeout: maxWaitMillis, consumerGroup, partitions: maxPartitions, signal: stopper.signal });
+          failures = 0;
+        } catch (err) {
+          if (stopper.signal.aborted) return;
+          rt.report(err, { phase: 'pop' });
+          failures += 1;
+          await sleep(Math.min(5000, 100 * 2 ** Math.min(failures, 6)), stopper.signal);
+          continue;
+        }
+        if (!pop || pop.messages.length === 0) continue;
+        const done: Promise<void> = processPop(pop).finally(() => inFlight.delete(done));
+        inFlight.add(done);
       }
-      if (!pop || pop.messages.length === 0) continue;
-      const batches = groupByPartition(pop);
-      const stopExtending = extendWhileBusy(pop.leaseId);
-      try {
-        await Promise.all(batches.map((b) => rt.locks.run(b.partitionId, () => processPartitionBatch(rt, b))));
-      } finally {
-        stopExtending();
-      }
+    } finally {
+      // stop() lets the cycles in flight finish.
+      await Promise.allSettled(inFlight);
     }
   }
 

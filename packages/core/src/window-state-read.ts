@@ -1,0 +1,84 @@
+import type { RunnerContext } from './runner-context.js';
+import type { StateRow } from './wire.js';
+import { rowsByKey } from './state-api.js';
+import { batchClock, type PreparedWindowBatch } from './window-batch.js';
+import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
+
+/** What a window cycle reads before it folds (see foldWindowBatch). */
+export interface WindowStateRead {
+  /** The rows of (at least) the touched keys and, in event time, `__wm__`. */
+  stored: Map<string, StateRow>;
+  /** Rows of the operator with `value.windowEnd <= clock − grace`, sorted by key. */
+  ripeRows: StateRow[];
+  clock: number | undefined;
+}
+
+/**
+ * A partition whose last whole-partition read returned more rows than this
+ * (or more than twice the keys its batch touched) is read the split way:
+ * shipping every open row each cycle would then cost more than the second
+ * round trip it saves.
+ */
+const WHOLE_READ_MAX_ROWS = 256;
+/** A split partition tries one whole read again after this many cycles (its rows may have closed). */
+const WHOLE_READ_RETRY_CYCLES = 64;
+
+/** Per runner, per partition: rows of the last whole read, and split cycles since. */
+const partitionSizes = new WeakMap<RunnerContext, Map<string, { rows: number; splitCycles: number }>>();
+
+function sizesOf(rt: RunnerContext): Map<string, { rows: number; splitCycles: number }> {
+  let m = partitionSizes.get(rt);
+  if (!m) partitionSizes.set(rt, (m = new Map()));
+  return m;
+}
+
+/**
+ * Reads the state of one window cycle. The fold needs two sets: the rows of
+ * the keys the batch touches (plus `__wm__` in event time) and the ripe rows
+ * of the operator at the batch's clock. Asked separately that is two
+ * state/get round trips per cycle, the second waiting on the first in event
+ * time (the clock depends on the stored watermark). When the partition holds
+ * few rows — the usual case: a tumbling window keeps one or two open windows
+ * per key — ONE read of all its rows answers both: the touched rows are looked
+ * up in it, and the ripe rows are filtered here with exactly the server's
+ * filter (key prefix AND `value.windowEnd` a number ≤ clock − grace), keeping
+ * its key order. A window query's state holds only its window rows and
+ * `__wm__`, so the unfiltered read is bounded by those.
+ */
+export async function readWindowState(rt: RunnerContext, partitionId: string, prepared: PreparedWindowBatch): Promise<WindowStateRead> {
+  const { plan } = rt;
+  const { plugin, options } = plan.window!;
+  const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
+  const prefix = windowKeyPrefix(plugin.tag);
+  const sizes = sizesOf(rt);
+  const size = sizes.get(partitionId);
+
+  const whole = !size || size.rows <= Math.max(WHOLE_READ_MAX_ROWS, 2 * keys.length) || size.splitCycles >= WHOLE_READ_RETRY_CYCLES;
+  if (whole) {
+    // Event time needs `__wm__` (outside the window prefix): read the partition unfiltered.
+    const rows = await rt.api.stateGet(
+      options.eventTime ? { query_id: rt.queryId, partition_id: partitionId } : { query_id: rt.queryId, partition_id: partitionId, key_prefix: prefix },
+    );
+    sizes.set(partitionId, { rows: rows.length, splitCycles: 0 });
+    const stored = rowsByKey(rows);
+    const clock = batchClock(plan, prepared, stored);
+    if (clock === undefined) return { stored, ripeRows: [], clock };
+    const ripeAtOrBefore = clock - options.gracePeriodMs;
+    const ripeRows = rows.filter((r) => r.key.startsWith(prefix) && typeof r.value?.windowEnd === 'number' && r.value.windowEnd <= ripeAtOrBefore);
+    return { stored, ripeRows, clock };
+  }
+
+  size!.splitCycles += 1;
+  const readKeys = () => rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys });
+  const readRipe = (clock: number) =>
+    rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: prefix, ripe_at_or_before: clock - options.gracePeriodMs });
+  if (!options.eventTime) {
+    // Processing time: the clock is the batch's newest createdAt, known before any read, so both reads run at once.
+    const clock = batchClock(plan, prepared, new Map());
+    const [keyed, ripeRows] = await Promise.all([readKeys(), clock === undefined ? Promise.resolve([]) : readRipe(clock)]);
+    return { stored: rowsByKey(keyed), ripeRows, clock };
+  }
+  const stored = rowsByKey(await readKeys());
+  const clock = batchClock(plan, prepared, stored);
+  return { stored, ripeRows: clock === undefined ? [] : await readRipe(clock), clock };
+}
