@@ -142,7 +142,7 @@ begin
 end
 $$;
 
--- Queue delete (PROTOCOL §5.2), as in 004 plus pending timers. The timers
+-- Queue delete (PROTOCOL §5.2), pending timers included. The timers
 -- targeting the queue are locked FIRST (rank 2, ascending id) and only those
 -- are deleted: a firer holding one of them goes on to its partition lock
 -- (rank 4) without meeting us, and a timer scheduled after we started is
@@ -150,7 +150,7 @@ $$;
 -- would). Partitions are then locked ascending, so a push in flight either
 -- commits before (and is deleted) or finds its partition gone and re-creates
 -- the queue. Answers whether the queue existed.
-create or replace function queen.log_delete_queue_v1(p_queue text) returns boolean
+create function queen.log_delete_queue_v1(p_queue text) returns boolean
 language plpgsql as $$
 declare
   v_queue  uuid;
