@@ -139,12 +139,17 @@ $$;
 -- log_push_many_v1; nothing else allocates offsets.
 -- items: [{payload, transaction_id?, trace_id?, encrypted? (base64)}]
 -- Answers one result object per item, in input order.
-create function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text) returns jsonb[]
+create function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text)
+returns table (r_ord bigint, r_status text, r_message_id uuid, r_offset bigint, r_transaction_id text, r_created_at timestamptz)
 language plpgsql as $$
 declare
   v_part        queen.partitions%rowtype;
   v_created     timestamptz;
-  v_out         jsonb[];
+  v_status      text[];
+  v_ids         uuid[];
+  v_offsets     bigint[];
+  v_txids       text[];
+  v_created_ats timestamptz[];
   v_new         bigint;
   v_head        bigint;
   v_from        bigint;
@@ -199,21 +204,19 @@ begin
            case when enc is null then payload end, enc, p_producer_sub, v_created
       from assigned where is_new
   )
-  select array_agg(
-           case when r.is_new
-             then jsonb_build_object('status', 'queued', 'message_id', r.new_id, 'offset', r.off::text,
-                    'created_at', queen.iso(v_created), 'transaction_id', coalesce(r.txid, r.new_id::text))
-             else jsonb_build_object('status', 'duplicate', 'message_id', r.first_id, 'offset', r.first_off::text,
-                    'created_at', queen.iso(r.first_created), 'transaction_id', r.txid)
-           end || jsonb_build_object('partition_id', p_partition_id, 'queue_name', v_part.queue_name, 'partition_name', v_part.name)
-           order by r.ord),
+  -- Results as plain columns: building a jsonb object per item cost more
+  -- than the insert itself; callers shape the JSON they need.
+  select array_agg(case when r.is_new then 'queued' else 'duplicate' end order by r.ord),
+         array_agg(case when r.is_new then r.new_id else r.first_id end order by r.ord),
+         array_agg(case when r.is_new then r.off else r.first_off end order by r.ord),
+         array_agg(case when r.is_new then coalesce(r.txid, r.new_id::text) else r.txid end order by r.ord),
+         array_agg(case when r.is_new then v_created else r.first_created end order by r.ord),
          count(*) filter (where r.is_new)
-    into v_out, v_new
+    into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
     from resolved r;
 
-  if v_new = 0 then
-    return v_out;
-  end if;
+
+  if v_new > 0 then
 
   -- Segment bookkeeping: fill the open segment while it has room and is
   -- young (it may have been dropped by retention: then open a new one), then
@@ -250,7 +253,11 @@ begin
 
   -- Identical notifications in one transaction collapse into one at commit.
   perform pg_notify('queen_push', v_part.queue_name);
-  return v_out;
+  end if;
+
+  return query
+    select u.ord, u.status, u.id, u.off, u.txid, u.created
+      from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
 end
 $$;
 
@@ -262,39 +269,44 @@ create function queen.log_push_one_v1(
   p_producer_sub text, p_is_encrypted boolean, p_encrypted bytea default null
 ) returns jsonb
 language sql as $$
-  select (queen.log_append_v1(p_partition_id,
-    jsonb_build_array(jsonb_build_object('payload', p_payload, 'transaction_id', p_transaction_id, 'trace_id', p_trace_id)
-      || case when p_is_encrypted then jsonb_build_object('encrypted', encode(p_encrypted, 'base64')) else '{}'::jsonb end),
-    p_producer_sub))[1]
+  select jsonb_build_object('status', a.r_status, 'message_id', a.r_message_id, 'partition_id', p_partition_id,
+           'offset', a.r_offset::text, 'created_at', queen.iso(a.r_created_at), 'transaction_id', a.r_transaction_id,
+           'queue_name', p.queue_name, 'partition_name', p.name)
+    from queen.log_append_v1(p_partition_id,
+           jsonb_build_array(jsonb_build_object('payload', p_payload, 'transaction_id', p_transaction_id, 'trace_id', p_trace_id)
+             || case when p_is_encrypted then jsonb_build_object('encrypted', encode(p_encrypted, 'base64')) else '{}'::jsonb end),
+           p_producer_sub) a,
+         queen.partitions p
+   where p.id = p_partition_id
 $$;
 
 -- A whole push request: append locks of every target partition in ascending
 -- id order first (PROTOCOL §4 rank 4), then each partition's run appended in
 -- item order; results come back in input order.
 -- items: [{partition_id, payload, transaction_id?, trace_id?, encrypted?}]
-create function queen.log_push_many_v1(p_items jsonb, p_producer_sub text) returns jsonb
+create function queen.log_push_many_v1(p_items jsonb, p_producer_sub text)
+returns table (status text, message_id uuid, partition_id uuid, "offset" text, transaction_id text, queue_name text)
 language plpgsql as $$
-declare
-  v_out jsonb;
 begin
   perform 1 from queen.partitions
    where id in (select (e->>'partition_id')::uuid from jsonb_array_elements(p_items) e)
    order by id for update;
-  -- Each partition's run is appended once; its results are zipped back to
-  -- their input positions with a multi-array unnest (no join, so a 10k-item
-  -- request stays linear).
+  -- Each partition's run is appended once; each result row goes back to its
+  -- input position through the run's ords (an int8 array: O(1) subscripts,
+  -- so a 10k-item request stays linear).
+  return query
   with items as (
     select x.ord, (x.e->>'partition_id')::uuid as pid, x.e
       from jsonb_array_elements(p_items) with ordinality as x(e, ord)
   ),
   runs as materialized (
-    select queen.log_append_v1(pid, jsonb_agg(e order by ord), p_producer_sub) as res,
-           array_agg(ord order by ord) as ords
-      from items group by pid
+    select i.pid, pt.queue_name as qname, array_agg(i.ord order by i.ord) as ords, jsonb_agg(i.e order by i.ord) as run
+      from items i join queen.partitions pt on pt.id = i.pid
+     group by i.pid, pt.queue_name
   )
-  select jsonb_agg(u.v order by u.ord) into v_out
-    from runs r cross join lateral unnest(r.res, r.ords) as u(v, ord);
-  return coalesce(v_out, '[]'::jsonb);
+  select a.r_status, a.r_message_id, r.pid, a.r_offset::text, a.r_transaction_id, r.qname
+    from runs r cross join lateral queen.log_append_v1(r.pid, r.run, p_producer_sub) a
+   order by r.ords[a.r_ord];
 end
 $$;
 

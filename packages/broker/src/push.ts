@@ -5,7 +5,8 @@ import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
 
-interface AllocatorResult {
+/** One row of queen.log_push_many_v1, in input order. */
+export interface AllocatorResult {
   status: 'queued' | 'duplicate';
   message_id: string;
   partition_id: string;
@@ -13,6 +14,9 @@ interface AllocatorResult {
   transaction_id: string;
   queue_name: string;
 }
+
+/** The SQL of a whole push: one statement, one row per item in input order. */
+export const PUSH_MANY_SQL = 'select * from queen.log_push_many_v1($1::jsonb, $2)';
 
 /**
  * Appends items in one PostgreSQL transaction (all or none): partitions are
@@ -32,11 +36,7 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
       trace_id: i.traceId,
     }));
     try {
-      const { rows: out } = await ctx.db.query<{ r: AllocatorResult[] }>('select queen.log_push_many_v1($1::jsonb, $2) as r', [
-        JSON.stringify(rows),
-        producerSub,
-      ]);
-      const results = out[0]!.r;
+      const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
       for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
       countPushes(ctx, results);
       return results.map((r, index) => ({

@@ -5,16 +5,9 @@ import { adminRoutes, QueenError, type ErrorCode, type PushItem, type Transactio
 import type { BrokerContext } from './context.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
+import { PUSH_MANY_SQL, type AllocatorResult } from './push.js';
 import { scheduleTimers } from './timers.js';
 
-interface AllocatorResult {
-  status: 'queued' | 'duplicate';
-  message_id: string;
-  partition_id: string;
-  offset: string;
-  transaction_id: string;
-  queue_name: string;
-}
 
 interface AckRow {
   success: boolean;
@@ -99,11 +92,8 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
             transaction_id: p.item.transactionId,
             trace_id: p.item.traceId,
           }));
-          const { rows: res } = await client.query<{ r: AllocatorResult[] }>('select queen.log_push_many_v1($1::jsonb, $2) as r', [
-            JSON.stringify(rows),
-            producerSub,
-          ]);
-          res[0]!.r.forEach((r, i) => {
+          const { rows: res } = await client.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
+          res.forEach((r, i) => {
             const p = pushes[i]!;
             out[p.index] = {
               index: p.index,
