@@ -1,23 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, tokenBucket, type RunHandle } from './index.js';
-import { collectUntil, configureSource, cursorOf, push, stateRows } from '../test/helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream, tokenBucket } from './index.js';
+import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // The `.gate()` sugar. The gate semantics themselves (S41–S47, the token-bucket
 // acceptance run) are tested in packages/gate over `.pipe(gate(fn))`, which
 // this sugar delegates to.
 
+const env = useStreamBroker();
+const { names, track } = env;
 let b: TestBroker;
 let queen: Queen;
-const handles: RunHandle[] = [];
-beforeAll(async () => {
-  b = await startTestBroker();
-  queen = new Queen({ url: b.url });
-});
-afterAll(async () => {
-  await Promise.all(handles.map((h) => h.stop()));
-  await queen?.close();
-  await b?.stop();
+beforeAll(() => {
+  ({ b, queen } = env);
 });
 
 describe('.gate() sugar', () => {
@@ -47,7 +42,7 @@ describe('.gate() sugar', () => {
       })
       .to(queen.queue(sink))
       .run({ queryId, url: b.url, batchSize: 10, maxWaitMillis: 300 });
-    handles.push(h);
+    track(h);
     const got = await collectUntil(b, sink, (all) => all.length >= 3, 8000, 600);
     expect(got.map((m) => m.data.n)).toEqual([1, 2, 3]);
     expect((await stateRows(b, h.queryUuid, p!.partition_id)).map((r) => r.value)).toEqual([{ remaining: 0 }]);

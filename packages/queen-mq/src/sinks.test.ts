@@ -1,38 +1,18 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type RunHandle } from './index.js';
-import { collectUntil, configureSource, cursorOf, push, sumOf, type SinkMessage } from '../test/helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream } from './index.js';
+import { collectUntil, configureSource, cursorOf, push, sumOf, type SinkMessage, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Sinks, deterministic ids, stateless chains, resume and isolation over real HTTP and PostgreSQL.
 
+const env = useStreamBroker();
+const { names, track } = env;
 let b: TestBroker;
 let queen: Queen;
-const handles: RunHandle[] = [];
-beforeAll(async () => {
-  b = await startTestBroker();
-  queen = new Queen({ url: b.url });
+beforeAll(() => {
+  ({ b, queen } = env);
 });
-afterAll(async () => {
-  await Promise.all(handles.map((h) => h.stop()));
-  await queen?.close();
-  await b?.stop();
-});
-
-const SEP = '\u001f';
-const runDefaults = { batchSize: 50, maxWaitMillis: 300 };
-
-async function names(prefix: string) {
-  const src = uniqueName(`${prefix}-src`);
-  const sink = uniqueName(`${prefix}-sink`);
-  await configureSource(b, src);
-  return { src, sink, queryId: uniqueName(prefix) };
-}
-
-function track(h: RunHandle): RunHandle {
-  handles.push(h);
-  return h;
-}
 
 describe('sink partition', () => {
   it('S29 default is the source partition name; a function or a fixed name overrides it', async () => {

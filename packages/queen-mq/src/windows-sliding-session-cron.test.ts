@@ -1,42 +1,23 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type RunHandle } from './index.js';
-import { collectUntil, configureSource, cursorOf, drain, push, sleep, stateRows, sumOf } from '../test/helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually, type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream } from './index.js';
+import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Sliding, session and cron windows (and the event-time knobs on them) over real HTTP and PostgreSQL.
 
+const env = useStreamBroker();
+const { names, track } = env;
 let b: TestBroker;
 let queen: Queen;
-const handles: RunHandle[] = [];
-beforeAll(async () => {
-  b = await startTestBroker();
-  queen = new Queen({ url: b.url });
-});
-afterAll(async () => {
-  await Promise.all(handles.map((h) => h.stop()));
-  await queen?.close();
-  await b?.stop();
+beforeAll(() => {
+  ({ b, queen } = env);
 });
 
-const SEP = '\u001f';
-const runDefaults = { batchSize: 50, maxWaitMillis: 300 };
 const ms = (iso: string) => Date.parse(iso);
 const iso = (epochMs: number) => new Date(epochMs).toISOString();
 const T = ms('2026-01-05T10:00:00.000Z');
 const src0 = { name: 'x' };
-
-async function names(prefix: string) {
-  const src = uniqueName(`${prefix}-src`);
-  const sink = uniqueName(`${prefix}-sink`);
-  await configureSource(b, src);
-  return { src, sink, queryId: uniqueName(prefix) };
-}
-
-function track(h: RunHandle): RunHandle {
-  handles.push(h);
-  return h;
-}
 
 /** Window bounds next to the aggregate, as ISO strings, so expectations read like the scenarios. */
 const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });

@@ -1,39 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type RunHandle } from './index.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream } from './index.js';
 import { createHash } from 'node:crypto';
 import { eventually } from '@queen-mq/testing';
-import { collectUntil, configureSource, cursorOf, drain, push, sleep, stateRows, sumOf } from '../test/helpers.js';
+import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Window boundaries, closing knobs and aggregates over real HTTP and PostgreSQL.
 
+const env = useStreamBroker();
+const { names, track } = env;
 let b: TestBroker;
 let queen: Queen;
-const handles: RunHandle[] = [];
-beforeAll(async () => {
-  b = await startTestBroker();
-  queen = new Queen({ url: b.url });
+beforeAll(() => {
+  ({ b, queen } = env);
 });
-afterAll(async () => {
-  await Promise.all(handles.map((h) => h.stop()));
-  await queen?.close();
-  await b?.stop();
-});
-
-const SEP = '\u001f';
-const runDefaults = { batchSize: 50, maxWaitMillis: 300 };
-
-async function names(prefix: string) {
-  const src = uniqueName(`${prefix}-src`);
-  const sink = uniqueName(`${prefix}-sink`);
-  await configureSource(b, src);
-  return { src, sink, queryId: uniqueName(prefix) };
-}
-
-function track(h: RunHandle): RunHandle {
-  handles.push(h);
-  return h;
-}
 
 describe('window boundaries (event time)', () => {
   it('S10 tumbling edges: 10:00:00.000 and 10:00:59.999 close together, 10:01:00.000 stays open', async () => {

@@ -1,5 +1,6 @@
-import { expect } from 'vitest';
-import { sleep, type TestBroker } from '@queen-mq/testing';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Queen, type RunHandle } from '../src/index.js';
 
 // Shared by the streams integration tests (outside src/: neither built nor collected as a test).
 
@@ -85,3 +86,40 @@ export async function cursorOf(b: TestBroker, group: string, queue: string, part
 export const sumOf = (msgs: SinkMessage[], field: string) => msgs.reduce((s, m) => s + (m.data?.[field] ?? 0), 0);
 
 export { sleep };
+
+export const SEP = '\u001f';
+/** Run options of the SCENARIOS.md stream defaults. */
+export const runDefaults = { batchSize: 50, maxWaitMillis: 300 };
+
+/**
+ * One broker and one client for a test file (registered as beforeAll /
+ * afterAll): `names(prefix)` makes a configured source and fresh sink and
+ * query names, `track(handle)` stops a runner when the file is done.
+ */
+export function useStreamBroker() {
+  const env = {
+    b: undefined as unknown as TestBroker,
+    queen: undefined as unknown as Queen,
+    handles: [] as RunHandle[],
+    names: async (prefix: string) => {
+      const src = uniqueName(`${prefix}-src`);
+      const sink = uniqueName(`${prefix}-sink`);
+      await configureSource(env.b, src);
+      return { src, sink, queryId: uniqueName(prefix) };
+    },
+    track: (h: RunHandle): RunHandle => {
+      env.handles.push(h);
+      return h;
+    },
+  };
+  beforeAll(async () => {
+    env.b = await startTestBroker();
+    env.queen = new Queen({ url: env.b.url });
+  });
+  afterAll(async () => {
+    await Promise.all(env.handles.map((h) => h.stop()));
+    await env.queen?.close();
+    await env.b?.stop();
+  });
+  return env;
+}
