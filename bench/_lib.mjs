@@ -74,9 +74,9 @@ export async function startDatabase(name) {
  * The deployable broker (apps/broker/dist/main.js) as a child process, so its
  * RSS is the broker's alone. Resolves once /ready answers 200.
  */
-export async function spawnBroker(name, databaseUrl, env = {}) {
+export async function spawnBroker(name, databaseUrl, env = {}, nodeArgs = []) {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(ROOT, 'apps/broker/dist/main.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'apps/broker/dist/main.js')], {
     env: { ...process.env, DATABASE_URL: databaseUrl, QUEEN_PORT: String(port), QUEEN_HOST: '127.0.0.1', QUEEN_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -172,7 +172,7 @@ export function percentile(sorted, p) {
  * how many) for `seconds` after `warmupSeconds` not counted, or until
  * `maxMessages`. Answers messages, elapsed seconds, msg/s and step latencies.
  */
-export async function measure({ workers, seconds, warmupSeconds = 0.5, maxMessages = Infinity, step }) {
+export async function measure({ workers, seconds, warmupSeconds = 0.5, maxMessages = Infinity, step, keepLatencies = false }) {
   const warmEnd = Date.now() + warmupSeconds * 1000;
   await Promise.all(Array.from({ length: workers }, async (_, w) => {
     while (Date.now() < warmEnd) await step(w);
@@ -184,14 +184,58 @@ export async function measure({ workers, seconds, warmupSeconds = 0.5, maxMessag
   await Promise.all(Array.from({ length: workers }, async (_, w) => {
     while (performance.now() < end && messages < maxMessages) {
       const t0 = performance.now();
-      messages += await step(w);
+      // Not `messages += await step(w)`: that reads `messages` before the
+      // await, so concurrent workers would overwrite each other's counts.
+      const moved = await step(w);
+      messages += moved;
       latencies.push(performance.now() - t0);
     }
   }));
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   const round = (v) => (v === null ? null : Math.round(v * 100) / 100);
-  return { messages, seconds: round(elapsed), msgPerSec: Math.round(messages / elapsed), p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)) };
+  const mean = latencies.length ? latencies.reduce((a, b) => a + b, 0) / latencies.length : null;
+  return {
+    messages, steps: latencies.length, seconds: round(elapsed), msgPerSec: Math.round(messages / elapsed),
+    p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)), meanMs: round(mean), maxMs: round(latencies.at(-1) ?? null),
+    ...(keepLatencies ? { latencies } : {}),
+  };
+}
+
+/**
+ * Runs several paths over the same work in alternating rounds (A B C A B C
+ * ...) and sums each path's rounds: on a shared machine the load drifts over
+ * minutes, and paths measured back to back see the same drift. `paths` maps
+ * a name to a step as in measure(). Answers one aggregate per path, with the
+ * per-round rates kept for inspection.
+ */
+export async function interleaved({ rounds, seconds, workers, maxMessages, paths, onRound }) {
+  const acc = Object.fromEntries(Object.keys(paths).map((name) => [name, { messages: 0, seconds: 0, latencies: [], rounds: [], error: null }]));
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, step] of Object.entries(paths)) {
+      const a = acc[name];
+      if (a.error) continue;
+      try {
+        const m = await measure({ workers, seconds, maxMessages, step, keepLatencies: true });
+        a.messages += m.messages;
+        a.seconds += m.seconds;
+        a.rounds.push(m.msgPerSec);
+        for (const l of m.latencies) a.latencies.push(l);
+        onRound?.(name, r, m);
+      } catch (err) {
+        a.error = err.message;
+      }
+    }
+  }
+  const round = (v) => (v === null ? null : Math.round(v * 100) / 100);
+  return Object.fromEntries(Object.entries(acc).map(([name, a]) => {
+    if (a.error) return [name, { error: a.error }];
+    a.latencies.sort((x, y) => x - y);
+    return [name, {
+      messages: a.messages, seconds: round(a.seconds), msgPerSec: Math.round(a.messages / a.seconds), roundsMsgPerSec: a.rounds,
+      p50Ms: round(percentile(a.latencies, 50)), p99Ms: round(percentile(a.latencies, 99)), maxMs: round(a.latencies.at(-1) ?? null),
+    }];
+  }));
 }
 
 /** Aligned text table. */

@@ -112,16 +112,27 @@ language sql immutable parallel safe as $$
 $$;
 
 -- UUIDv7 whose 42 bits after the timestamp carry the offset, so ids strictly
--- increase with offset inside a partition even when several share a millisecond;
--- the last 32 bits are random and keep ids of different partitions apart.
-create function queen.uuid_v7(ts timestamptz, seq bigint) returns uuid
-language sql volatile as $$
+-- increase with offset inside a partition even when several share a
+-- millisecond; the last 32 bits (tail) are random and keep ids of different
+-- partitions apart. An append draws one tail for its whole run (the offset
+-- bits already differ): gen_random_uuid() costs ~4 µs a call here, more than
+-- the rest of the id.
+-- Stable, not immutable: extract() from a timestamptz is stable, and a body
+-- more volatile than its declaration stops the planner inlining the call
+-- (a separate SQL-function execution per message).
+create function queen.uuid_v7(ts timestamptz, seq bigint, tail bytea) returns uuid
+language sql stable parallel safe as $$
   select encode(
     substring(int8send(floor(extract(epoch from ts) * 1000)::bigint) from 3)
     || int2send((28672 | ((seq >> 30) & 4095))::int2)
     || substring(int8send(2147483648 | (seq & 1073741823)) from 5)
-    || substring(uuid_send(gen_random_uuid()) from 1 for 4),
+    || tail,
     'hex')::uuid
+$$;
+
+create function queen.uuid_v7(ts timestamptz, seq bigint) returns uuid
+language sql volatile as $$
+  select queen.uuid_v7(ts, seq, substring(uuid_send(gen_random_uuid()) from 1 for 4))
 $$;
 
 create function queen.setting_int(name text, fallback int) returns int
@@ -130,12 +141,14 @@ language sql stable as $$
 $$;
 
 -- THE allocator core: appends a run of items to ONE partition, set-based.
--- Locks the partition row (the append lock, held to commit), probes dedup for
--- the whole run in one index lookup (first occurrence in the request wins,
--- then the retained messages), allocates head+1.. in item order, writes the
--- messages and segment bookkeeping, updates the partition row once, and
--- queues a NOTIFY that wakes long-polls on commit. The items of one call
--- share a createdAt. Every write path reaches it through log_push_one_v1 or
+-- Locks the partition row (the append lock, held to commit), probes dedup
+-- (first occurrence in the request wins, then the retained messages),
+-- allocates head+1.. in item order, writes the messages and segment
+-- bookkeeping, and updates the partition row once. The items of one call
+-- share a createdAt. No NOTIFY here: a transaction that notifies takes
+-- PostgreSQL's global notify lock at commit and holds it through the WAL
+-- flush, which serialises every pushing commit; brokers publish wake-ups
+-- after commit instead (notifier.ts). Every write path reaches it through log_push_one_v1 or
 -- log_push_many_v1; nothing else allocates offsets.
 -- items: [{payload, transaction_id?, trace_id?, encrypted? (base64)}]
 -- Answers one result object per item, in input order.
@@ -158,6 +171,15 @@ declare
   v_seg_started timestamptz;
   v_max_msgs    int := queen.setting_int('queen.segment_max_messages', 10000);
   v_max_age     int := queen.setting_int('queen.segment_max_age_s', 3600);
+  v_txid        text;
+  v_with_txid   bigint;
+  v_distinct    text[];
+  v_dup         record;
+  v_dup_txids   text[] := '{}';
+  v_dup_ids     uuid[] := '{}';
+  v_dup_offsets bigint[] := '{}';
+  v_dup_created timestamptz[] := '{}';
+  v_tail        bytea := substring(uuid_send(gen_random_uuid()) from 1 for 4);
 begin
   select * into v_part from queen.partitions where id = p_partition_id for update;
   if not found then
@@ -166,27 +188,62 @@ begin
   -- createdAt never goes backwards inside a partition, even if the clock does.
   v_created := greatest(clock_timestamp(), coalesce(v_part.last_created_at, '-infinity'::timestamptz));
 
-  -- One pass, no self-joins (a 10k-item push stays linear): window
-  -- functions mark each transactionId's first occurrence, one index probe per
-  -- first occurrence finds retained duplicates, and later occurrences copy
-  -- the first one's outcome.
+  -- Retained duplicates, one dedup-index lookup per distinct transactionId.
+  -- A plain statement on purpose: a join here let the planner freeze a plan
+  -- from when the table was young (its statistics said "empty") that read
+  -- the partition's every message on each push: the first 100k messages of
+  -- a new database went quadratic. A full-key equality on the unique index
+  -- is planned as that index lookup whatever the statistics say.
+  select count(e->>'transaction_id'), array_agg(distinct e->>'transaction_id') filter (where e->>'transaction_id' is not null)
+    into v_with_txid, v_distinct
+    from jsonb_array_elements(p_items) e;
+  foreach v_txid in array coalesce(v_distinct, '{}') loop
+    select m.id, m.msg_offset, m.created_at into v_dup
+      from queen.messages m where m.partition_id = p_partition_id and m.transaction_id = v_txid;
+    if found then
+      v_dup_txids   := v_dup_txids || v_txid;
+      v_dup_ids     := v_dup_ids || v_dup.id;
+      v_dup_offsets := v_dup_offsets || v_dup.msg_offset;
+      v_dup_created := v_dup_created || v_dup.created_at;
+    end if;
+  end loop;
+
+  if v_with_txid = cardinality(coalesce(v_distinct, '{}')) and cardinality(v_dup_txids) = 0 then
+    -- Every item is new (the common case): offset head+ord for item ord,
+    -- straight from the input into the table.
+    return query
+    with ins as (
+      insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, payload, encrypted, producer_sub, created_at)
+      select p_partition_id, v_part.head_offset + x.ord, x.id, coalesce(x.e->>'transaction_id', x.id::text), (x.e->>'trace_id')::uuid,
+             case when x.e ? 'encrypted' then null else x.e->'payload' end,
+             case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end, p_producer_sub, v_created
+        from (select j.e, j.ord, queen.uuid_v7(v_created, v_part.head_offset + j.ord, v_tail) as id
+                from jsonb_array_elements(p_items) with ordinality as j(e, ord)) x
+      returning msg_offset, id, transaction_id
+    )
+    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, i.transaction_id, v_created from ins i;
+    v_new := jsonb_array_length(p_items);
+  else
+  -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window
+  -- functions mark each transactionId's first occurrence, first
+  -- occurrences meet the retained duplicates found above, and later
+  -- occurrences copy the first one's outcome.
   with items as (
     select x.ord, x.e->>'transaction_id' as txid, x.e->'payload' as payload, (x.e->>'trace_id')::uuid as trace_id,
            case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end as enc,
            (x.e->>'transaction_id' is null or x.ord = min(x.ord) over (partition by x.e->>'transaction_id')) as is_first
       from jsonb_array_elements(p_items) with ordinality as x(e, ord)
   ),
+  retained as (
+    select * from unnest(v_dup_txids, v_dup_ids, v_dup_offsets, v_dup_created) as d(transaction_id, id, msg_offset, created_at)
+  ),
   probed as (
     select i.*, d.id as dup_id, d.msg_offset as dup_off, d.created_at as dup_created,
            (i.is_first and d.id is null) as is_new
-      from items i
-      left join lateral (
-        select m.id, m.msg_offset, m.created_at from queen.messages m
-         where i.is_first and i.txid is not null
-           and m.partition_id = p_partition_id and m.transaction_id = i.txid) d on true
+      from items i left join retained d on i.is_first and d.transaction_id = i.txid
   ),
   assigned as materialized (
-    select n.*, case when n.is_new then queen.uuid_v7(v_created, n.off) end as new_id
+    select n.*, case when n.is_new then queen.uuid_v7(v_created, n.off, v_tail) end as new_id
       from (select p.*, v_part.head_offset + sum(case when p.is_new then 1 else 0 end) over (order by p.ord) as off
               from probed p) n
   ),
@@ -215,6 +272,10 @@ begin
     into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
     from resolved r;
 
+  return query
+    select u.ord, u.status, u.id, u.off, u.txid, u.created
+      from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
+  end if;
 
   if v_new > 0 then
 
@@ -251,13 +312,7 @@ begin
          first_offset = least(first_offset, v_part.head_offset + 1)
    where id = p_partition_id;
 
-  -- Identical notifications in one transaction collapse into one at commit.
-  perform pg_notify('queen_push', v_part.queue_name);
   end if;
-
-  return query
-    select u.ord, u.status, u.id, u.off, u.txid, u.created
-      from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
 end
 $$;
 
@@ -287,10 +342,20 @@ $$;
 create function queen.log_push_many_v1(p_items jsonb, p_producer_sub text)
 returns table (status text, message_id uuid, partition_id uuid, "offset" text, transaction_id text, queue_name text)
 language plpgsql as $$
+declare
+  v_pids uuid[];
 begin
-  perform 1 from queen.partitions
-   where id in (select (e->>'partition_id')::uuid from jsonb_array_elements(p_items) e)
-   order by id for update;
+  select array_agg(distinct (e->>'partition_id')::uuid) into v_pids from jsonb_array_elements(p_items) e;
+  perform 1 from queen.partitions where id = any(v_pids) order by id for update;
+  if cardinality(v_pids) = 1 then
+    -- One partition (the usual push): the request is its run as it stands.
+    return query
+    select a.r_status, a.r_message_id, v_pids[1], a.r_offset::text, a.r_transaction_id, p.queue_name
+      from queen.log_append_v1(v_pids[1], p_items, p_producer_sub) a, queen.partitions p
+     where p.id = v_pids[1]
+     order by a.r_ord;
+    return;
+  end if;
   -- Each partition's run is appended once; each result row goes back to its
   -- input position through the run's ords (an int8 array: O(1) subscripts,
   -- so a 10k-item request stays linear).

@@ -142,7 +142,6 @@ begin
         end if;
       end if;
       perform queen.log_release_lease_v1(v_cand.id, p_group);
-      perform pg_notify('queen_lease_expired', v_cand.id::text);
       v_expired := v_expired + 1;
     end if;
 

@@ -213,11 +213,9 @@ begin
      where c.partition_id = v_pid and c.consumer_group = v_group;
     delete from queen.failures f
      where f.partition_id = v_pid and f.consumer_group = v_group and f.msg_offset <= v_msg_offset;
+    -- lease_released tells the broker the partition is poppable again: it
+    -- wakes long-polls on every replica after commit (no NOTIFY in here).
     v_released := v_release and v_cur.lease_id is not null;
-    if v_released then
-      -- The partition is poppable again: wake long-polls on every replica.
-      perform pg_notify('queen_push', p.queue_name) from queen.partitions p where p.id = v_pid;
-    end if;
 
     v_ack_res := jsonb_build_object('success', true, 'count', v_count, 'lease_released', v_released,
       'dlq', v_status in ('failed', 'dlq'), 'offset', v_msg_offset::text);
