@@ -89,7 +89,7 @@ for (const b of BATCHES) {
     'raw-messages': async (w) => {
       await sql.query(
         `insert into public.bench_messages (partition_id, msg_offset, id, transaction_id, payload, created_at)
-         select (e->>'partition_id')::uuid, nextval('public.bench_offsets'), gen_random_uuid(), gen_random_uuid()::text, e->'payload', now()
+         select (e->>'partition_id')::uuid, nextval('public.bench_offsets'), gen_random_uuid(), null, e->'payload', now()
            from jsonb_array_elements($1::jsonb) e`,
         [items[w]],
       );
@@ -182,7 +182,7 @@ const results = {
   notes: [
     'broker: HTTP over an undici Pool to apps/broker/dist/main.js in a child process; each worker uses its own partition.',
     'sql-fn: the same rows through queen.log_push_many_v1 (and log_pop_v1 / log_ack_v1) on the same database, one statement per batch: the ceiling for the broker.',
-    'raw-messages: INSERT ... SELECT of the same rows into a table shaped like queen.messages (its primary key and dedup index), offsets from a sequence: the rows the broker writes, without the broker.',
+    'raw-messages: INSERT ... SELECT of the same rows into a table shaped like queen.messages (its primary key and partial dedup index), offsets from a sequence, no transactionId (as the broker stores a push without one): the rows the broker writes, without the broker.',
     'raw-insert: INSERT ... SELECT of the same rows into an index-free scratch table: the absolute ceiling of a durable write, and the one the target is measured against.',
     'Paths of one row alternate in rounds (broker, sql-fn, raw..., broker, ...); each path sums its rounds. The broker warms up for 2 s first, not counted.',
     'push→pop→ack: per step a worker pushes a batch to its partition, pops it, and acks it; msg/s counts messages that completed the round.',

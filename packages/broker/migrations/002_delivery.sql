@@ -164,7 +164,7 @@ begin
     end if;
 
     return query
-      select m.partition_id, v_cand.name, m.msg_offset, m.id, m.transaction_id, m.trace_id, m.payload, m.encrypted,
+      select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,
              m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0), 0
         from queen.messages m
         left join queen.failures f on f.partition_id = m.partition_id and f.consumer_group = p_group and f.msg_offset = m.msg_offset
@@ -228,8 +228,8 @@ begin
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
   select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
     from queen.partitions p
-   where p.id in (select m.partition_id from jsonb_array_elements(p_items) e
-                    join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId')
+   where p.id in (select (e->>'partitionId')::uuid from jsonb_array_elements(p_items) e
+                   where queen.message_offset_v1((e->>'partitionId')::uuid, e->>'transactionId') is not null)
    order by p.id
   on conflict do nothing;
   perform 1 from queen.cursors c
@@ -242,10 +242,10 @@ begin
            coalesce(e->>'status', 'completed') as status, (e->>'leaseId')::uuid as lease_id, e->>'error' as error,
            m.msg_offset, p.name as partition_name, p.queue_name, q.options
       from jsonb_array_elements(p_items) e
-      left join queen.messages m on m.partition_id = (e->>'partitionId')::uuid and m.transaction_id = e->>'transactionId'
-      left join queen.partitions p on p.id = m.partition_id
+      cross join lateral (select queen.message_offset_v1((e->>'partitionId')::uuid, e->>'transactionId') as msg_offset) m
+      left join queen.partitions p on p.id = (e->>'partitionId')::uuid and m.msg_offset is not null
       left join queen.queues q on q.id = p.queue_id
-     order by m.partition_id nulls first, m.msg_offset, (e->>'idx')::int
+     order by p.id nulls first, m.msg_offset, (e->>'idx')::int
   loop
     v_res := jsonb_build_object('index', v_item.idx, 'transactionId', v_item.txid, 'success', false, 'error', null,
       'code', null, 'queueName', v_item.queue_name, 'partitionName', v_item.partition_name, 'leaseReleased', false,

@@ -156,9 +156,8 @@ begin
   if v_ack is not null and jsonb_typeof(v_ack) = 'object' then
     v_status := coalesce(v_ack->>'status', 'completed');
     v_lease := (v_ack->>'leaseId')::uuid;
-    select m.msg_offset into v_msg_offset from queen.messages m
-     where m.partition_id = v_pid and m.transaction_id = v_ack->>'transactionId';
-    if not found then
+    v_msg_offset := queen.message_offset_v1(v_pid, v_ack->>'transactionId');
+    if v_msg_offset is null then
       perform queen_streams.fail('MESSAGE_NOT_FOUND', 'Message not found');
     end if;
 

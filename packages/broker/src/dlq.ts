@@ -29,7 +29,7 @@ interface DlqRow {
  */
 export async function listDlq(ctx: BrokerContext, q: DlqQuery) {
   const { rows } = await ctx.db.query<DlqRow>(
-    `select m.id, m.transaction_id as "transactionId", d.partition_id as "partitionId", p.queue_name as queue,
+    `select m.id, coalesce(m.transaction_id, m.id::text) as "transactionId", d.partition_id as "partitionId", p.queue_name as queue,
             p.name as partition, d.consumer_group as "consumerGroup", d.error_message as "errorMessage",
             d.retry_count as "retryCount", m.payload as data, m.encrypted, m.producer_sub as "producerSub",
             queen.iso(m.created_at) as "createdAt", queen.iso(d.failed_at) as "failedAt", d.msg_offset::text as offset,

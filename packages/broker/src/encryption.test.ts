@@ -25,7 +25,7 @@ const pop = (queue: string, params = '', broker = b) => broker.http('GET', `/api
 const stored = async (queue: string) =>
   (
     await b.sql.query<{ payload: unknown; encrypted: Buffer | null; transaction_id: string }>(
-      `select m.payload, m.encrypted, m.transaction_id from queen.messages m join queen.partitions p on p.id = m.partition_id
+      `select m.payload, m.encrypted, coalesce(m.transaction_id, m.id::text) as transaction_id from queen.messages m join queen.partitions p on p.id = m.partition_id
         where p.queue_name = $1 order by m.partition_id, m.msg_offset`,
       [queue],
     )

@@ -39,6 +39,41 @@ describe('ack', () => {
     expect(await cursorOf('__QUEUE_MODE__', q)).toMatchObject({ cursor: '3', leased: false, lag: 0 });
   });
 
+  it('a message pushed without a transactionId answers to its id; id-shaped strings that name nothing are MESSAGE_NOT_FOUND', async () => {
+    // Only client-chosen transactionIds are stored; the broker's id stands in
+    // for the rest and is resolved through the offset bits it carries.
+    const q = uniqueName('idtx');
+    await b.http('POST', '/api/v1/push', { items: [
+      { queue: q, partition: 'p', payload: 1 },
+      { queue: q, partition: 'p', payload: 2, transactionId: 'chosen-2' },
+      { queue: q, partition: 'p', payload: 3 },
+    ] });
+    const msgs = (await pop(q, 'batch=3')).body.messages as any[];
+    expect(msgs.map((m) => m.transactionId === m.id)).toEqual([true, false, true]);
+    expect(msgs[1].transactionId).toBe('chosen-2');
+    const stored = await b.sql.query('select msg_offset::int as o, transaction_id from queen.messages where partition_id = $1 order by 1', [msgs[0].partitionId]);
+    expect(stored.rows).toEqual([{ o: 1, transaction_id: null }, { o: 2, transaction_id: 'chosen-2' }, { o: 3, transaction_id: null }]);
+
+    // Another partition's id, this id with another random tail (same offset
+    // bits), a non-uuid, and the id of the message that has a chosen one.
+    const other = uniqueName('idtx-other');
+    await pushN(other, 'p', 1);
+    const foreign = (await pop(other)).body.messages[0];
+    const otherTail = msgs[0].id.slice(0, -1) + (msgs[0].id.endsWith('0') ? '1' : '0');
+    for (const transactionId of [foreign.transactionId, otherTail, 'not-a-uuid', msgs[1].id]) {
+      const r = await b.http('POST', '/api/v1/ack', { transactionId, partitionId: msgs[0].partitionId, leaseId: msgs[0].leaseId });
+      expect(r.body[0]).toMatchObject({ success: false, code: 'MESSAGE_NOT_FOUND' });
+    }
+    const upper = await b.http('POST', '/api/v1/ack', { transactionId: msgs[0].transactionId.toUpperCase(), partitionId: msgs[0].partitionId, leaseId: msgs[0].leaseId });
+    expect(upper.body[0]).toMatchObject({ success: true, offset: '1' });
+    // Pushing a message's id as a transactionId again is a duplicate of it.
+    const again = await b.http('POST', '/api/v1/push', { items: [{ queue: q, partition: 'p', payload: 'again', transactionId: msgs[2].id }] });
+    expect(again.body[0]).toMatchObject({ status: 'duplicate', message_id: msgs[2].id, offset: '3' });
+    const rest = await b.http('POST', '/api/v1/ack/batch', { acknowledgments: msgs.slice(1).map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId })) });
+    expect(rest.body.map((x: any) => [x.success, x.offset])).toEqual([[true, '2'], [true, '3']]);
+    expect(rest.body[1].leaseReleased).toBe(true);
+  });
+
   it('B18 partial ack keeps the lease; after expiry the rest comes back uncharged', async () => {
     const q = uniqueName('b18');
     await pushN(q, 'p', 5);

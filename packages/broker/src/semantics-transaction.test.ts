@@ -168,7 +168,7 @@ describe('transactions', () => {
     for (const p of parts) await push(q, Array.from({ length: 10 }, (_, i) => ({ payload: i })), p);
     const info = (await b.http('GET', `/api/v1/resources/queues/${q}`)).body.partitions;
     const ids = Object.fromEntries(info.map((p: any) => [p.name, p.id]));
-    const { rows } = await b.sql.query('select partition_id, transaction_id, msg_offset from queen.messages where partition_id = any($1) order by msg_offset', [
+    const { rows } = await b.sql.query('select partition_id, coalesce(transaction_id, id::text) as transaction_id, msg_offset from queen.messages where partition_id = any($1) order by msg_offset', [
       Object.values(ids),
     ]);
     const requests = Array.from({ length: 24 }, (_, i) => {

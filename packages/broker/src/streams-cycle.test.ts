@@ -36,7 +36,7 @@ async function push(queue: string, items: Record<string, unknown>[], partition =
 
 async function sinkMessages(queue: string) {
   const { rows } = await b.sql.query(
-    `select m.msg_offset::int as offset, m.transaction_id, m.payload, m.producer_sub
+    `select m.msg_offset::int as offset, coalesce(m.transaction_id, m.id::text) as transaction_id, m.payload, m.producer_sub
        from queen.messages m join queen.partitions p on p.id = m.partition_id
       where p.queue_name = $1 order by m.partition_id, m.msg_offset`,
     [queue],

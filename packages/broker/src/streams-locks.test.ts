@@ -110,7 +110,7 @@ it('mixed cycles, flushes, pushes, pops, resets and drops run concurrently witho
   expect(statuses.filter((s) => s >= 500)).toEqual([]);
   expect(acked).toBeGreaterThan(0);
   const { rows } = await b.sql.query(
-    `select count(*)::int as n, count(distinct m.transaction_id)::int as distinct_tx
+    `select count(*)::int as n, count(distinct coalesce(m.transaction_id, m.id::text))::int as distinct_tx
        from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1`,
     [sink],
   );
