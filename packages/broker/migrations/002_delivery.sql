@@ -101,6 +101,20 @@ begin
     on conflict do nothing;
   end if;
 
+  -- Missing cursor rows first, ascending, before any cursor is claimed: an
+  -- insert that waits on another transaction's uncommitted insert of the
+  -- same row while this one holds claimed cursors could deadlock with an
+  -- ack that creates cursors and then locks them ascending (PROTOCOL §4).
+  insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+  select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+    from queen.partitions p
+   where p.queue_id = p_queue_id
+     and (p_partition_id is null or p.id = p_partition_id)
+     and p.head_offset > 0
+     and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group)
+   order by p.id
+  on conflict do nothing;
+
   for v_cand in
     select p.id, p.name, p.first_offset
       from queen.partitions p
@@ -116,10 +130,6 @@ begin
                 order by m.msg_offset limit 1) nulls last, p.id
   loop
     exit when v_remaining <= 0 or v_claimed >= p_max_partitions;
-
-    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
-    values (v_cand.id, p_group, queen.log_cursor_start_v1(v_cand.id, p_group))
-    on conflict do nothing;
 
     select * into v_cur from queen.cursors c
      where c.partition_id = v_cand.id and c.consumer_group = p_group

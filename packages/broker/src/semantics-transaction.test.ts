@@ -193,6 +193,41 @@ describe('transactions', () => {
   });
 });
 
+describe('cursor creation order', () => {
+  it('a first pop never creates a cursor while holding a claimed one (no deadlock with an ack creating cursors in id order)', async () => {
+    // Partitions L < H by id, H holding the older message: a pop claims H
+    // first. A concurrent first ack of the group has created L's cursor
+    // (uncommitted) and creates H's next, as acks do: in id order. A pop that
+    // created L's cursor only after claiming H would wait on the ack while
+    // the ack waits on H: a deadlock. Cursors are created first, in id order.
+    const q = uniqueName('curs');
+    const { rows } = await b.sql.query('select partition_id, queue_id from queen.ensure_partitions_v1($1::jsonb) order by partition_id', [
+      JSON.stringify([{ queue: q, partition: 'a' }, { queue: q, partition: 'b' }]),
+    ]);
+    const [low, high] = rows.map((r: any) => r.partition_id as string);
+    const names = Object.fromEntries(((await b.http('GET', `/api/v1/resources/queues/${q}`)).body.partitions as any[]).map((p) => [p.id, p.name]));
+    await push(q, [{ payload: 'older' }], names[high]);
+    await push(q, [{ payload: 'newer' }], names[low]);
+
+    const ack = await b.sql.connect();
+    const popper = await b.sql.connect();
+    try {
+      await ack.query('begin');
+      await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g')", [low]);
+      const popped = popper.query("select partition_id from queen.log_pop_v2($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
+      await sleep(300);
+      await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g') on conflict do nothing", [high]);
+      await ack.query("select 1 from queen.cursors where partition_id = any($1) and consumer_group = 'g' order by partition_id for update", [[low, high]]);
+      await ack.query('commit');
+      expect((await popped).rows.map((r: any) => r.partition_id)).toEqual([high, low]);
+    } finally {
+      await ack.query('rollback').catch(() => undefined);
+      ack.release();
+      popper.release();
+    }
+  });
+});
+
 describe('X10 bad transactions', () => {
   it('X10 bad shapes → 400 VALIDATION_FAILED and nothing applied', async () => {
     const q = uniqueName('x10');
