@@ -18,7 +18,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BATCHES = [1, 10, 100];
 const MAX_MESSAGES = 400_000; // per round: bounds the run on a fast machine
 const GROUP = '__QUEUE_MODE__';
-const TARGET = { workload: 'push', batch: 100, path: 'raw-insert', ratio: 0.5 };
+// Issue target: push at batch 100 ≥ 50 % of the raw-SQL ceiling. Reported
+// against both ceilings: the same rows (raw-messages) and an index-free table.
+const TARGET = { workload: 'push', batch: 100, ratio: 0.5, paths: ['raw-messages', 'raw-insert'] };
 
 /** ~110 bytes of JSON: a small event, the common case for a queue. */
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
@@ -171,7 +173,10 @@ for (const workload of ['push', 'push→pop→ack']) {
     });
   }
 }
-const targetRatio = ratio(find(TARGET.workload, TARGET.batch, 'broker'), find(TARGET.workload, TARGET.batch, TARGET.path));
+const targets = TARGET.paths.map((path) => {
+  const measured = ratio(find(TARGET.workload, TARGET.batch, 'broker'), find(TARGET.workload, TARGET.batch, path));
+  return { workload: TARGET.workload, batch: TARGET.batch, against: path, ratio: TARGET.ratio, measured, met: measured != null && measured >= TARGET.ratio };
+});
 const mb = (bytes) => (bytes == null ? null : Math.round((bytes / 1048576) * 10) / 10);
 const results = {
   benchmark: NAME,
@@ -187,7 +192,7 @@ const results = {
     'Paths of one row alternate in rounds (broker, sql-fn, raw..., broker, ...); each path sums its rounds. The broker warms up for 2 s first, not counted.',
     'push→pop→ack: per step a worker pushes a batch to its partition, pops it, and acks it; msg/s counts messages that completed the round.',
   ],
-  target: { ...TARGET, measured: targetRatio, met: targetRatio != null && targetRatio >= TARGET.ratio },
+  targets,
   summary,
   rows,
   rss: { idleMB: mb(idleBytes), peakMB: mb(rssReport.peakBytes), endMB: mb(rssReport.lastBytes), phases: rssReport.phases.map((p) => ({ phase: p.phase, peakMB: mb(p.peakBytes) })) },
@@ -196,6 +201,7 @@ const file = await writeResults(NAME, results);
 
 console.log(`\nQueen broker benchmark (${ROUNDS} rounds × ${SECONDS}s per path, ${CONNECTIONS} connections, ${results.settings.payloadBytes}-byte payloads, PostgreSQL ${db.settings.server_version}${db.embedded ? ' embedded' : ''}, fsync=${db.settings.fsync})\n`);
 console.log(table(Object.keys(summary[0]), summary));
-console.log(`\ntarget: push batch ${TARGET.batch} broker/${TARGET.path} ≥ ${TARGET.ratio}: measured ${targetRatio} (${results.target.met ? 'met' : 'NOT met'})`);
+console.log('');
+for (const t of targets) console.log(`target: push batch ${t.batch} broker/${t.against} ≥ ${t.ratio}: measured ${t.measured} (${t.met ? 'met' : 'NOT met'})`);
 console.log(`broker RSS: idle ${results.rss.idleMB} MB, peak ${results.rss.peakMB} MB, end ${results.rss.endMB} MB`);
 console.log(`results: ${file}`);
