@@ -260,94 +260,92 @@ begin
     select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, coalesce(i.transaction_id, i.id::text), v_created from ins i;
     v_new := jsonb_array_length(p_items);
   else
-  -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window
-  -- functions mark each transactionId's first occurrence, first
-  -- occurrences meet the retained duplicates found above, and later
-  -- occurrences copy the first one's outcome.
-  with items as (
-    select x.ord, x.e->>'transaction_id' as txid, x.e->'payload' as payload, (x.e->>'trace_id')::uuid as trace_id,
-           case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end as enc,
-           (x.e->>'transaction_id' is null or x.ord = min(x.ord) over (partition by x.e->>'transaction_id')) as is_first
-      from jsonb_array_elements(p_items) with ordinality as x(e, ord)
-  ),
-  retained as (
-    select * from unnest(v_dup_txids, v_dup_ids, v_dup_offsets, v_dup_created) as d(transaction_id, id, msg_offset, created_at)
-  ),
-  probed as (
-    select i.*, d.id as dup_id, d.msg_offset as dup_off, d.created_at as dup_created,
-           (i.is_first and d.id is null) as is_new
-      from items i left join retained d on i.is_first and d.transaction_id = i.txid
-  ),
-  assigned as materialized (
-    select n.*, case when n.is_new then queen.uuid_v7(v_created, n.off, v_tail) end as new_id
-      from (select p.*, v_part.head_offset + sum(case when p.is_new then 1 else 0 end) over (order by p.ord) as off
-              from probed p) n
-  ),
-  resolved as (
-    select a.*,
-           first_value(coalesce(a.new_id, a.dup_id)) over w as first_id,
-           first_value(case when a.is_new then a.off else a.dup_off end) over w as first_off,
-           first_value(case when a.is_new then v_created else a.dup_created end) over w as first_created
-      from assigned a
-    window w as (partition by a.txid, case when a.txid is null then a.ord end order by a.ord)
-  ),
-  ins as (
-    insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, payload, encrypted, producer_sub, created_at)
-    select p_partition_id, off, new_id, txid, trace_id,
-           case when enc is null then payload end, enc, p_producer_sub, v_created
-      from assigned where is_new
-  )
-  -- Results as plain columns: building a jsonb object per item cost more
-  -- than the insert itself; callers shape the JSON they need.
-  select array_agg(case when r.is_new then 'queued' else 'duplicate' end order by r.ord),
-         array_agg(case when r.is_new then r.new_id else r.first_id end order by r.ord),
-         array_agg(case when r.is_new then r.off else r.first_off end order by r.ord),
-         array_agg(case when r.is_new then coalesce(r.txid, r.new_id::text) else r.txid end order by r.ord),
-         array_agg(case when r.is_new then v_created else r.first_created end order by r.ord),
-         count(*) filter (where r.is_new)
-    into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
-    from resolved r;
+    -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window
+    -- functions mark each transactionId's first occurrence, first
+    -- occurrences meet the retained duplicates found above, and later
+    -- occurrences copy the first one's outcome.
+    with items as (
+      select x.ord, x.e->>'transaction_id' as txid, x.e->'payload' as payload, (x.e->>'trace_id')::uuid as trace_id,
+             case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end as enc,
+             (x.e->>'transaction_id' is null or x.ord = min(x.ord) over (partition by x.e->>'transaction_id')) as is_first
+        from jsonb_array_elements(p_items) with ordinality as x(e, ord)
+    ),
+    retained as (
+      select * from unnest(v_dup_txids, v_dup_ids, v_dup_offsets, v_dup_created) as d(transaction_id, id, msg_offset, created_at)
+    ),
+    probed as (
+      select i.*, d.id as dup_id, d.msg_offset as dup_off, d.created_at as dup_created,
+             (i.is_first and d.id is null) as is_new
+        from items i left join retained d on i.is_first and d.transaction_id = i.txid
+    ),
+    assigned as materialized (
+      select n.*, case when n.is_new then queen.uuid_v7(v_created, n.off, v_tail) end as new_id
+        from (select p.*, v_part.head_offset + sum(case when p.is_new then 1 else 0 end) over (order by p.ord) as off
+                from probed p) n
+    ),
+    resolved as (
+      select a.*,
+             first_value(coalesce(a.new_id, a.dup_id)) over w as first_id,
+             first_value(case when a.is_new then a.off else a.dup_off end) over w as first_off,
+             first_value(case when a.is_new then v_created else a.dup_created end) over w as first_created
+        from assigned a
+      window w as (partition by a.txid, case when a.txid is null then a.ord end order by a.ord)
+    ),
+    ins as (
+      insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, payload, encrypted, producer_sub, created_at)
+      select p_partition_id, off, new_id, txid, trace_id,
+             case when enc is null then payload end, enc, p_producer_sub, v_created
+        from assigned where is_new
+    )
+    -- Results as plain columns: building a jsonb object per item cost more
+    -- than the insert itself; callers shape the JSON they need.
+    select array_agg(case when r.is_new then 'queued' else 'duplicate' end order by r.ord),
+           array_agg(case when r.is_new then r.new_id else r.first_id end order by r.ord),
+           array_agg(case when r.is_new then r.off else r.first_off end order by r.ord),
+           array_agg(case when r.is_new then coalesce(r.txid, r.new_id::text) else r.txid end order by r.ord),
+           array_agg(case when r.is_new then v_created else r.first_created end order by r.ord),
+           count(*) filter (where r.is_new)
+      into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
+      from resolved r;
 
-  return query
-    select u.ord, u.status, u.id, u.off, u.txid, u.created
-      from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
+    return query
+      select u.ord, u.status, u.id, u.off, u.txid, u.created
+        from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
   end if;
 
   if v_new > 0 then
-
-  -- Segment bookkeeping: fill the open segment while it has room and is
-  -- young (it may have been dropped by retention: then open a new one), then
-  -- open segments of at most v_max_msgs for the rest.
-  v_head        := v_part.head_offset + v_new;
-  v_from        := v_part.head_offset + 1;
-  v_seg_first   := v_part.segment_first;
-  v_seg_started := v_part.segment_started_at;
-  if v_seg_first is not null then
-    if v_part.head_offset - v_seg_first + 1 < v_max_msgs and v_created - v_seg_started < make_interval(secs => v_max_age) then
-      v_to := least(v_head, v_seg_first + v_max_msgs - 1);
-      update queen.log_segments set last_offset = v_to, last_created_at = v_created
-       where partition_id = p_partition_id and first_offset = v_seg_first;
-      if found then v_from := v_to + 1; else v_seg_first := null; end if;
-    end if;
-  end if;
-  while v_from <= v_head loop
+    -- Segment bookkeeping: fill the open segment while it has room and is
+    -- young (it may have been dropped by retention: then open a new one), then
+    -- open segments of at most v_max_msgs for the rest.
+    v_head        := v_part.head_offset + v_new;
+    v_from        := v_part.head_offset + 1;
+    v_seg_first   := v_part.segment_first;
+    v_seg_started := v_part.segment_started_at;
     if v_seg_first is not null then
-      update queen.log_segments set sealed = true where partition_id = p_partition_id and first_offset = v_seg_first;
+      if v_part.head_offset - v_seg_first + 1 < v_max_msgs and v_created - v_seg_started < make_interval(secs => v_max_age) then
+        v_to := least(v_head, v_seg_first + v_max_msgs - 1);
+        update queen.log_segments set last_offset = v_to, last_created_at = v_created
+         where partition_id = p_partition_id and first_offset = v_seg_first;
+        if found then v_from := v_to + 1; else v_seg_first := null; end if;
+      end if;
     end if;
-    v_to := least(v_head, v_from + v_max_msgs - 1);
-    insert into queen.log_segments (partition_id, first_offset, last_offset, first_created_at, last_created_at)
-    values (p_partition_id, v_from, v_to, v_created, v_created);
-    v_seg_first   := v_from;
-    v_seg_started := v_created;
-    v_from        := v_to + 1;
-  end loop;
+    while v_from <= v_head loop
+      if v_seg_first is not null then
+        update queen.log_segments set sealed = true where partition_id = p_partition_id and first_offset = v_seg_first;
+      end if;
+      v_to := least(v_head, v_from + v_max_msgs - 1);
+      insert into queen.log_segments (partition_id, first_offset, last_offset, first_created_at, last_created_at)
+      values (p_partition_id, v_from, v_to, v_created, v_created);
+      v_seg_first   := v_from;
+      v_seg_started := v_created;
+      v_from        := v_to + 1;
+    end loop;
 
-  update queen.partitions
-     set head_offset = v_head, last_created_at = v_created, last_activity = now(),
-         segment_first = v_seg_first, segment_started_at = v_seg_started,
-         first_offset = least(first_offset, v_part.head_offset + 1)
-   where id = p_partition_id;
-
+    update queen.partitions
+       set head_offset = v_head, last_created_at = v_created, last_activity = now(),
+           segment_first = v_seg_first, segment_started_at = v_seg_started,
+           first_offset = least(first_offset, v_part.head_offset + 1)
+     where id = p_partition_id;
   end if;
 end
 $$;
