@@ -18,6 +18,13 @@ export interface CompiledQuery {
   /** The JSON the hash is computed from. */
   readonly structure: Json;
   readonly sourceQueue: string;
+  /**
+   * The one partition of the source this query reads (a pinned source), or
+   * null for every partition. Not part of the config hash: it decides which
+   * partitions are popped, not the shape of a partition's state, so runners of
+   * one query may each read their own partition.
+   */
+  readonly sourcePartition: string | null;
   readonly sinkQueue: string | null;
   readonly shape: 'window' | 'gate' | 'stateless';
   readonly pre: readonly PreStage[];
@@ -29,7 +36,7 @@ export interface CompiledQuery {
 }
 
 /** Whole-chain rules (S4) and the split; throws before any HTTP request. */
-export function compileChain(sourceQueue: string, chain: readonly ChainStage[]): CompiledQuery {
+export function compileChain(sourceQueue: string, chain: readonly ChainStage[], sourcePartition?: string): CompiledQuery {
   const pre: PreStage[] = [];
   const post: TransformStage[] = [];
   let window: CompiledQuery['window'];
@@ -65,6 +72,7 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[]):
     configHash: configHash(structure),
     structure,
     sourceQueue,
+    sourcePartition: sourcePartition ?? null,
     sinkQueue: sink?.sinkQueue ?? null,
     shape: window ? 'window' : gate ? 'gate' : 'stateless',
     pre,

@@ -77,7 +77,8 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
 /**
  * A runner that starts after a restart has touched nothing yet, but open
  * windows of its previous life may be waiting on quiet partitions: seed the
- * flush set with the source partitions active in the last five minutes.
+ * flush set with the source partitions active in the last five minutes
+ * (only the pinned one for a partition source).
  */
 export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Promise<void> {
   let detail: { partitions?: { id: string; name: string; lastActivity?: string | null }[] };
@@ -89,6 +90,8 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
   }
   const since = Date.now() - TOUCHED_WINDOW_MS;
   for (const p of detail.partitions ?? []) {
+    // A pinned source never touches the queue's other partitions.
+    if (rt.plan.sourcePartition !== null && p.name !== rt.plan.sourcePartition) continue;
     const last = p.lastActivity ? Date.parse(p.lastActivity) : NaN;
     if (last >= since && !rt.touched.has(p.id)) rt.touched.set(p.id, { partition: p.name, lastTouchedMs: last });
   }

@@ -163,7 +163,8 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
       }
     },
   };
-  const source = queen.queue(plan.sourceQueue);
+  // A pinned source pops through the partition route: only that partition is ever claimed.
+  const source = plan.sourcePartition === null ? queen.queue(plan.sourceQueue) : queen.queue(plan.sourceQueue).partition(plan.sourcePartition);
 
   // Extends the pop's lease only while one of its partitions is still being
   // computed; a lease left held by a gate deny is never extended.

@@ -7,9 +7,14 @@ import { chainError } from './chain-error.js';
 import { runQuery, type RunHandle, type RunOptions } from './runner.js';
 import type { SourceMessage } from './source-message.js';
 
-/** Anything with a queue name: the client's `queen.queue(name)` handle fits. */
+/**
+ * Anything with a queue name: the client's `queen.queue(name)` handle fits,
+ * and so does a pinned `queen.queue(name).partition(p)` (its `partitionName`).
+ */
 export interface QueueRef {
   readonly name: string;
+  /** As a stream source: read only this partition of the queue. */
+  readonly partitionName?: string;
 }
 
 /**
@@ -40,9 +45,17 @@ export class Stream<T = SourceMessage> {
     Object.freeze(this);
   }
 
-  /** A stream over a queue (the client's queue handle or `{name}`). */
+  /**
+   * A stream over a queue (the client's queue handle or `{name}`); a handle
+   * pinned to one partition (`queue.partition('p')`, or `{name, partitionName}`)
+   * makes the stream read only that partition.
+   */
   static from<D = any>(queue: QueueRef): Stream<SourceMessage<D>> {
     if (!queue || typeof queue.name !== 'string' || queue.name === '') throw chainError('Stream.from() takes a queue handle with a name');
+    const partition = queue.partitionName;
+    if (partition !== undefined && (typeof partition !== 'string' || partition === '')) {
+      throw chainError('Stream.from(): a partition-pinned source needs a non-empty partition name');
+    }
     return new Stream<SourceMessage<D>>(queue, []);
   }
 
@@ -105,7 +118,7 @@ export class Stream<T = SourceMessage> {
 
   /** Validates the whole chain and computes its config hash; no HTTP. */
   compile(): CompiledQuery {
-    return compileChain(this.source.name, this.stages);
+    return compileChain(this.source.name, this.stages, this.source.partitionName);
   }
 
   /** Registers the query and starts the cycle loop in this process. */
