@@ -20,6 +20,12 @@ function isUnavailable(err: unknown): boolean {
  * The pool plus the last observation of whether PostgreSQL answered, which
  * `/health` reports without a round trip of its own.
  */
+/** A statement PostgreSQL parses and plans once per connection. */
+export interface NamedStatement {
+  name: string;
+  text: string;
+}
+
 export class Database {
   readonly pool: pg.Pool;
   connected = false;
@@ -38,10 +44,14 @@ export class Database {
     });
   }
 
-  /** One statement; a connection failure becomes DB_UNAVAILABLE (nothing applied). */
-  async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+  /**
+   * One statement; a connection failure becomes DB_UNAVAILABLE (nothing
+   * applied). A named statement (`{name, text}`) is parsed once per
+   * connection: for the hot paths.
+   */
+  async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string | NamedStatement, values?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      const result = await this.pool.query<R>(text, values);
+      const result = typeof text === 'string' ? await this.pool.query<R>(text, values) : await this.pool.query<R>({ ...text, values });
       this.connected = true;
       return result;
     } catch (err) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
@@ -16,7 +17,7 @@ export interface AllocatorResult {
 }
 
 /** The SQL of a whole push: one statement, one row per item in input order. */
-export const PUSH_MANY_SQL = 'select * from queen.log_push_many_v1($1::jsonb, $2)';
+export const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 'select * from queen.log_push_many_v1($1::jsonb, $2)' };
 
 /**
  * Appends items in one PostgreSQL transaction (all or none): partitions are

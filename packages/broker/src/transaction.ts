@@ -92,7 +92,7 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
             transaction_id: p.item.transactionId,
             trace_id: p.item.traceId,
           }));
-          const { rows: res } = await client.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
+          const { rows: res } = await client.query<AllocatorResult>({ ...PUSH_MANY_SQL, values: [JSON.stringify(rows), producerSub] });
           res.forEach((r, i) => {
             const p = pushes[i]!;
             out[p.index] = {
