@@ -3,7 +3,7 @@
 // broker's RSS. Paths of one row run in alternating rounds (interleaved() in
 // _lib.mjs) so drift on a shared machine hits them alike. Writes
 // bench/results/broker.json. Knobs: BENCH_SECONDS (per path and round, 2),
-// BENCH_ROUNDS (3), BENCH_CONNECTIONS (4), DATABASE_URL (else an embedded
+// BENCH_ROUNDS (3), BENCH_CONNECTIONS (4), BENCH_BATCHES (1,10,100), DATABASE_URL (else an embedded
 // PostgreSQL with default, durable settings).
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -15,7 +15,7 @@ const NAME = 'broker';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
-const BATCHES = [1, 10, 100];
+const BATCHES = (process.env.BENCH_BATCHES ?? '1,10,100').split(',').map(Number);
 const MAX_MESSAGES = 400_000; // per round: bounds the run on a fast machine
 const GROUP = '__QUEUE_MODE__';
 // Issue target: push at batch 100 ≥ 50 % of the raw-SQL ceiling. Reported
