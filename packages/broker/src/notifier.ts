@@ -11,10 +11,10 @@ const PUBLISH_GAP_MS = 10;
  *
  * The NOTIFY is sent here, not inside the writing transaction: PostgreSQL
  * serialises the commits of notifying transactions on one global lock held
- * through the WAL flush, which halved push throughput at batch 1. Publishes
- * are coalesced (at most one statement per PUBLISH_GAP_MS, carrying every
- * queue touched meanwhile); one lost to a crash or a reconnect only delays a remote pop,
- * which re-checks every second anyway.
+ * through the WAL flush (measured: about half the batch-1 insert rate).
+ * Publishes are coalesced (at most one statement per PUBLISH_GAP_MS, carrying
+ * every queue touched meanwhile); one lost to a crash or a reconnect only
+ * delays a remote pop, which re-checks every second anyway.
  */
 export class PushNotifier {
   private readonly events = new EventEmitter();
@@ -77,7 +77,7 @@ export class PushNotifier {
         await new Promise((r) => setTimeout(r, PUBLISH_GAP_MS));
       }
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'could not publish a wake-up to other brokers');
+      if (!this.closed) this.log.warn({ err: (err as Error).message }, 'could not publish a wake-up to other brokers');
     } finally {
       this.publishing = false;
     }
