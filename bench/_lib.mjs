@@ -249,7 +249,23 @@ export function table(columns, rows) {
 export function machine() {
   const list = cpus();
   // loadavg: other work on the machine while the numbers were taken.
-  return { cpus: list.length, cpuModel: list[0]?.model ?? 'unknown', totalMemBytes: totalmem(), loadavg1m: Math.round(loadavg()[0] * 100) / 100, node: process.version, platform: process.platform };
+  return { cpus: list.length, cpuModel: list[0]?.model ?? 'unknown', totalMemBytes: totalmem(), loadavg1m: loadNow(), node: process.version, platform: process.platform };
+}
+
+/** The one-minute load average, rounded: other work on the machine. */
+export const loadNow = () => Math.round(loadavg()[0] * 100) / 100;
+
+/** Bytes as MB with one decimal (null stays null). */
+export const mb = (bytes) => (bytes == null ? null : Math.round((bytes / 1048576) * 10) / 10);
+
+/** The fields every result file opens with: what ran, when, where, on which PostgreSQL. */
+export function resultsHead(name, db, loadAtStart) {
+  return {
+    benchmark: name,
+    when: new Date().toISOString(),
+    machine: { ...machine(), loadavg1mAtStart: loadAtStart },
+    postgres: { embedded: db.embedded, ...db.settings },
+  };
 }
 
 /** Writes bench/results/<name>.json. */

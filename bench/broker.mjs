@@ -6,10 +6,9 @@
 // BENCH_ROUNDS (3), BENCH_CONNECTIONS (4), BENCH_BATCHES (1,10,100), DATABASE_URL (else an embedded
 // PostgreSQL with default, durable settings).
 import { randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
 import pg from 'pg';
 import { Pool } from 'undici';
-import { interleaved, machine, measure, progress, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { interleaved, loadNow, mb, measure, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'broker';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
@@ -25,7 +24,7 @@ const TARGET = { workload: 'push', batch: 100, ratio: 0.5, paths: ['raw-messages
 /** ~110 bytes of JSON: a small event, the common case for a queue. */
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
 
-const loadAtStart = Math.round(loadavg()[0] * 100) / 100;
+const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
 const broker = await spawnBroker(NAME, db.url);
 const rss = rssSampler(broker.pid);
@@ -177,12 +176,8 @@ const targets = TARGET.paths.map((path) => {
   const measured = ratio(find(TARGET.workload, TARGET.batch, 'broker'), find(TARGET.workload, TARGET.batch, path));
   return { workload: TARGET.workload, batch: TARGET.batch, against: path, ratio: TARGET.ratio, measured, met: measured != null && measured >= TARGET.ratio };
 });
-const mb = (bytes) => (bytes == null ? null : Math.round((bytes / 1048576) * 10) / 10);
 const results = {
-  benchmark: NAME,
-  when: new Date().toISOString(),
-  machine: { ...machine(), loadavg1mAtStart: loadAtStart },
-  postgres: { embedded: db.embedded, ...db.settings },
+  ...resultsHead(NAME, db, loadAtStart),
   settings: { secondsPerRound: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, partitions: CONNECTIONS, payloadBytes: JSON.stringify(payload(1)).length, maxMessagesPerRound: MAX_MESSAGES },
   notes: [
     'broker: HTTP over an undici Pool to apps/broker/dist/main.js in a child process; each worker uses its own partition.',

@@ -6,9 +6,8 @@
 // 1 = the groups only share the same throughput). Writes
 // bench/results/fanout.json. Knobs: BENCH_FANOUT_MESSAGES (100000),
 // BENCH_FANOUT_WORKERS (poppers per group, 2), DATABASE_URL (else embedded).
-import { loadavg } from 'node:os';
 import { Pool } from 'undici';
-import { machine, percentile, progress, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { loadNow, mb, percentile, progress, resultsHead, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'fanout';
 const MESSAGES = Number(process.env.BENCH_FANOUT_MESSAGES ?? 100_000);
@@ -24,7 +23,7 @@ const PHASE_LIMIT_MS = 60_000;
 /** ~110 bytes of JSON, as in bench/broker.mjs. */
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
 
-const loadAtStart = Math.round(loadavg()[0] * 100) / 100;
+const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
 const broker = await spawnBroker(NAME, db.url);
 const rss = rssSampler(broker.pid);
@@ -113,13 +112,8 @@ const rssReport = await rss.stop();
 await http.close();
 await broker.stop();
 await db.stop();
-
-const mb = (bytes) => (bytes == null ? null : Math.round((bytes / 1048576) * 10) / 10);
 const results = {
-  benchmark: NAME,
-  when: new Date().toISOString(),
-  machine: { ...machine(), loadavg1mAtStart: loadAtStart },
-  postgres: { embedded: db.embedded, ...db.settings },
+  ...resultsHead(NAME, db, loadAtStart),
   settings: { messages: MESSAGES, partitions: PARTITIONS, popBatch: POP_BATCH, workersPerGroup: WORKERS_PER_GROUP, pushBatch: PUSH_BATCH, payloadBytes: JSON.stringify(payload(1)).length },
   notes: [
     'broker: HTTP over an undici Pool to apps/broker/dist/main.js in a child process.',

@@ -15,7 +15,6 @@
 // (else an embedded PostgreSQL).
 import { spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
@@ -81,13 +80,12 @@ async function child(spec) {
 
 // ---------------------------------------------------------------------------
 async function main() {
-  const { machine, progress, rssSampler, spawnBroker, startDatabase, table, writeResults } = await import('./_lib.mjs');
+  const { loadNow, mb, progress, resultsHead, rssSampler, spawnBroker, startDatabase, table, writeResults } = await import('./_lib.mjs');
   const started = Date.now();
-  const loadAtStart = Math.round(loadavg()[0] * 100) / 100;
+  const loadAtStart = loadNow();
   const db = await startDatabase(NAME);
   const broker = await spawnBroker(NAME, db.url);
   const sql = new pg.Pool({ connectionString: db.url, max: 4 });
-  const mb = (b) => (b == null ? null : Math.round((b / 1048576) * 10) / 10);
 
   async function http(method, path, body) {
     const res = await fetch(`${broker.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
@@ -292,10 +290,7 @@ async function main() {
   await db.stop();
 
   const results = {
-    benchmark: NAME,
-    when: new Date().toISOString(),
-    machine: { ...machine(), loadavg1mAtStart: loadAtStart },
-    postgres: { embedded: db.embedded, ...db.settings },
+    ...resultsHead(NAME, db, loadAtStart),
     settings: { partitions: PARTITIONS, perPartition: PER_PARTITION, messages: TOTAL, gateMessages: GATE_MESSAGES, batchSize: BATCH, maxPartitions: PARTITIONS, windowSeconds: WINDOW_SECONDS, payloadBytes: JSON.stringify(payload(1)).length },
     notes: [
       'Every run reads the same pre-pushed messages (8 partitions) through its own consumer group from the start: (1) all of them, (2) the first gateMessages. Each path runs twice, alternating with its counterpart (the machine is shared), and the summary compares the best steady rate of each path. msgPerSec = source messages acked / seconds from start to the last ack; steadyMsgPerSec = messages acked after the first commit / seconds from the first commit to the last (startup, first connections and JIT excluded). Ratios use the steady rates.',

@@ -5,9 +5,8 @@
 // delay = createdAt of the emit on the sink − windowEnd (both broker clocks).
 // Target: p99 ≤ idleFlushMs + 250 ms. Writes bench/results/windows.json.
 // Knobs: BENCH_WINDOWS (50 per row), BENCH_KINDS (comma list), DATABASE_URL.
-import { loadavg } from 'node:os';
 import { Queen, Stream, tumbling, sliding, session, cron } from 'queen-mq';
-import { machine, percentile, progress, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { loadNow, percentile, progress, resultsHead, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'windows';
 const WINDOWS = Number(process.env.BENCH_WINDOWS ?? 50);
@@ -22,7 +21,7 @@ const ALL_ROWS = [
 const wantedKinds = process.env.BENCH_KINDS ? new Set(process.env.BENCH_KINDS.split(',')) : null;
 const ROWS = ALL_ROWS.filter((r) => !wantedKinds || wantedKinds.has(r.kind));
 
-const loadAtStart = Math.round(loadavg()[0] * 100) / 100;
+const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
 const broker = await spawnBroker(NAME, db.url);
 const queen = new Queen({ url: broker.url });
@@ -94,10 +93,7 @@ try {
 }
 
 const results = {
-  benchmark: NAME,
-  when: new Date().toISOString(),
-  machine: { ...machine(), loadavg1mAtStart: loadAtStart },
-  postgres: { embedded: db.embedded, ...db.settings },
+  ...resultsHead(NAME, db, loadAtStart),
   settings: { windowsPerRow: WINDOWS, targetSlackMs: TARGET_SLACK_MS },
   notes: [
     'Processing time: one message per partition, partitions staggered over max(2 s, idleFlushMs) so window ends fall at every phase of the flush tick.',
