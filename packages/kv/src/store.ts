@@ -1,20 +1,16 @@
 import type pg from 'pg';
 import type { Database } from '@queen-mq/broker';
-import type { ErrorCode, KvEntry, KvListQuery, TxnKvOp } from '@queen-mq/protocol';
+import type { ErrorCode, KvEntry, KvListQuery, KvOpResult, TxnKvOp } from '@queen-mq/protocol';
 
 // The KV's SQL, one function per operation. Writes all go through
 // queen.kv_apply_v1 (migrations/001_kv.sql), which takes the rank-1 locks of
 // PROTOCOL §4 up front and applies the ops in array order.
 
-/** What queen.kv_apply_v1 answers per op (the routes pick their fields). */
-export interface AppliedOp {
-  op: 'set' | 'incr' | 'delete';
-  namespace: string;
-  key: string;
-  value: unknown;
-  version: number | null;
-  applied: boolean;
-  deleted: boolean;
+/**
+ * What queen.kv_apply_v1 answers per op: a transaction's kvResults entry plus
+ * what the single-op routes also return (the routes pick their fields).
+ */
+export interface AppliedOp extends KvOpResult {
   created?: boolean;
   expiresAt?: string | null;
   updatedAt?: string;
