@@ -217,25 +217,21 @@ begin
   -- createdAt never goes backwards inside a partition, even if the clock does.
   v_created := greatest(clock_timestamp(), coalesce(v_part.last_created_at, '-infinity'::timestamptz));
 
-  -- Retained duplicates, one dedup-index lookup per distinct transactionId.
-  -- A plain statement on purpose: a join here let the planner freeze a plan
-  -- from when the table was young (its statistics said "empty") that read
-  -- the partition's every message on each push: the first 100k messages of
-  -- a new database went quadratic. A full-key equality on the unique index
-  -- is planned as that index lookup whatever the statistics say.
+  -- Retained duplicates: index lookups per distinct transactionId (see
+  -- queen.message_offset_v1). Plain statements on purpose: a join here let
+  -- the planner freeze a plan from when the table was young (its statistics
+  -- said "empty") that read the partition's every message on each push: the
+  -- first 100k messages of a new database went quadratic. A full-key
+  -- equality on a unique index is planned as that index lookup whatever the
+  -- statistics say.
   select count(e->>'transaction_id'), array_agg(distinct e->>'transaction_id') filter (where e->>'transaction_id' is not null)
     into v_with_txid, v_distinct
     from jsonb_array_elements(p_items) e;
   foreach v_txid in array coalesce(v_distinct, '{}') loop
+    -- A chosen transactionId, or the id of a message pushed without one.
     select m.id, m.msg_offset, m.created_at into v_dup
-      from queen.messages m where m.partition_id = p_partition_id and m.transaction_id = v_txid;
-    if not found and queen.id_offset(v_txid) is not null then
-      -- The wire transactionId of a message pushed without one is its id.
-      select m.id, m.msg_offset, m.created_at into v_dup
-        from queen.messages m
-       where m.partition_id = p_partition_id and m.msg_offset = queen.id_offset(v_txid)
-         and m.transaction_id is null and m.id::text = lower(v_txid);
-    end if;
+      from queen.messages m
+     where m.partition_id = p_partition_id and m.msg_offset = queen.message_offset_v1(p_partition_id, v_txid);
     if found then
       v_dup_txids   := v_dup_txids || v_txid;
       v_dup_ids     := v_dup_ids || v_dup.id;
