@@ -369,8 +369,12 @@ $$;
 -- id order first (PROTOCOL §4 rank 4), then each partition's run appended in
 -- item order; results come back in input order.
 -- items: [{partition_id, payload, transaction_id?, trace_id?, encrypted?}]
+-- Answers only what the caller cannot know: status, message id and offset.
+-- The partition, queue and transactionId (the item's, else the message id)
+-- are the caller's own input, and sending them back on every row was text the
+-- database wrote and the broker parsed for nothing.
 create function queen.log_push_many_v1(p_items jsonb, p_producer_sub text)
-returns table (status text, message_id uuid, partition_id uuid, "offset" text, transaction_id text, queue_name text)
+returns table (status text, message_id uuid, "offset" bigint)
 language plpgsql as $$
 declare
   v_pids uuid[];
@@ -380,9 +384,8 @@ begin
   if cardinality(v_pids) = 1 then
     -- One partition (the usual push): the request is its run as it stands.
     return query
-    select a.r_status, a.r_message_id, v_pids[1], a.r_offset::text, a.r_transaction_id, p.queue_name
-      from queen.log_append_v1(v_pids[1], p_items, p_producer_sub) a, queen.partitions p
-     where p.id = v_pids[1]
+    select a.r_status, a.r_message_id, a.r_offset
+      from queen.log_append_v1(v_pids[1], p_items, p_producer_sub) a
      order by a.r_ord;
     return;
   end if;
@@ -395,11 +398,11 @@ begin
       from jsonb_array_elements(p_items) with ordinality as x(e, ord)
   ),
   runs as materialized (
-    select i.pid, pt.queue_name as qname, array_agg(i.ord order by i.ord) as ords, jsonb_agg(i.e order by i.ord) as run
-      from items i join queen.partitions pt on pt.id = i.pid
-     group by i.pid, pt.queue_name
+    select i.pid, array_agg(i.ord order by i.ord) as ords, jsonb_agg(i.e order by i.ord) as run
+      from items i
+     group by i.pid
   )
-  select a.r_status, a.r_message_id, r.pid, a.r_offset::text, a.r_transaction_id, r.qname
+  select a.r_status, a.r_message_id, a.r_offset
     from runs r cross join lateral queen.log_append_v1(r.pid, r.run, p_producer_sub) a
    order by r.ords[a.r_ord];
 end

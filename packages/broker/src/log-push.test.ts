@@ -172,6 +172,43 @@ describe('push', () => {
     expect(msgs.map((m) => m.offset)).toEqual(['2']);
   });
 
+  it('each result of a push across queues and partitions names its own target, id and offset', async () => {
+    // The allocator answers status, id and offset only; the rest of each
+    // result comes from the item: check it lines up item by item.
+    const [q1, q2] = [uniqueName('mix1'), uniqueName('mix2')];
+    await one(q1, 'a', { transactionId: 'seen' });
+    const items = [
+      { queue: q2, partition: 'x', payload: 1 },
+      { queue: q1, partition: 'a', payload: 2, transactionId: 'seen' },
+      { queue: q1, partition: 'b', payload: 3, transactionId: 't3' },
+      { queue: q1, partition: 'a', payload: 4 },
+      { queue: q2, partition: 'x', payload: 5, transactionId: 't5' },
+      { queue: q1, partition: 'b', payload: 6, transactionId: 't3' },
+    ];
+    const r = await push(items);
+    expect(r.status).toBe(201);
+    const { rows } = await b.sql.query(
+      `select q.name as queue, p.name as partition, p.id::text as id from queen.partitions p join queen.queues q on q.id = p.queue_id where q.name = any($1)`,
+      [[q1, q2]],
+    );
+    const pid = (queue: string, partition: string) => rows.find((x) => x.queue === queue && x.partition === partition)!.id;
+    expect(r.body.map((x: any) => [x.index, x.queueName, x.partition_id, x.status, x.offset])).toEqual([
+      [0, q2, pid(q2, 'x'), 'queued', '1'],
+      [1, q1, pid(q1, 'a'), 'duplicate', '1'],
+      [2, q1, pid(q1, 'b'), 'queued', '1'],
+      [3, q1, pid(q1, 'a'), 'queued', '2'],
+      [4, q2, pid(q2, 'x'), 'queued', '2'],
+      [5, q1, pid(q1, 'b'), 'duplicate', '1'],
+    ]);
+    expect(r.body.map((x: any) => x.transaction_id)).toEqual([r.body[0].message_id, 'seen', 't3', r.body[3].message_id, 't5', 't3']);
+    expect(r.body[5].message_id).toBe(r.body[2].message_id);
+    const popped = await popAll(q2, 'x', 'g');
+    expect(popped.map((m) => [m.id, m.transactionId, m.data])).toEqual([
+      [r.body[0].message_id, r.body[0].message_id, 1],
+      [r.body[4].message_id, 't5', 5],
+    ]);
+  });
+
   it('B9 generated transaction ids are distinct', async () => {
     const q = uniqueName('b9');
     const r = await push(Array.from({ length: 100 }, (_, i) => ({ queue: q, payload: { i } })));

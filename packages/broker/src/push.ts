@@ -6,14 +6,11 @@ import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
 
-/** One row of queen.log_push_many_v1, in input order. */
+/** One row of queen.log_push_many_v1, in input order (the offset as text: pg reads int8 so). */
 export interface AllocatorResult {
   status: 'queued' | 'duplicate';
   message_id: string;
-  partition_id: string;
   offset: string;
-  transaction_id: string;
-  queue_name: string;
 }
 
 /** The SQL of a whole push: one statement, one row per item in input order. */
@@ -39,17 +36,20 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
     try {
       const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
       for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
-      countPushes(ctx, results);
-      return results.map((r, index) => ({
-        index,
-        transaction_id: r.transaction_id,
-        status: r.status,
-        message_id: r.message_id,
-        partition_id: r.partition_id,
-        queueName: r.queue_name,
-        offset: r.offset,
-        ...(r.status === 'queued' ? { trace_id: items[index]!.traceId ?? null } : {}),
-      }));
+      countPushes(ctx, items, results);
+      return results.map((r, index) => {
+        const item = items[index]!;
+        return {
+          index,
+          transaction_id: item.transactionId ?? r.message_id,
+          status: r.status,
+          message_id: r.message_id,
+          partition_id: rows[index]!.partition_id,
+          queueName: item.queue,
+          offset: r.offset,
+          ...(r.status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
+        };
+      });
     } catch (err) {
       if ((err as { code?: string }).code === 'P0002' && attempt === 0) {
         ctx.partitions.forget();
@@ -60,10 +60,10 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
   }
 }
 
-function countPushes(ctx: BrokerContext, results: AllocatorResult[]): void {
+function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorResult[]): void {
   const queued = new Map<string, number>();
   const duplicate = new Map<string, number>();
-  for (const r of results) tally(r.status === 'queued' ? queued : duplicate, r.queue_name);
+  results.forEach((r, i) => tally(r.status === 'queued' ? queued : duplicate, items[i]!.queue));
   const m = metricsOf(ctx);
   for (const [queue, n] of queued) m.pushed.inc({ queue }, n);
   for (const [queue, n] of duplicate) m.duplicates.inc({ queue }, n);

@@ -100,10 +100,10 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
               type: 'push',
               success: true,
               status: r.status,
-              transactionId: r.transaction_id,
+              transactionId: p.item.transactionId ?? r.message_id,
               messageId: r.message_id,
-              partitionId: r.partition_id,
-              queueName: r.queue_name,
+              partitionId: rows[i]!.partition_id,
+              queueName: p.item.queue,
               offset: r.offset,
             };
           });
