@@ -3,7 +3,8 @@ import { eventually, type TestBroker } from '@queen-mq/testing';
 import { Queen, Stream } from './index.js';
 import { collectUntil, cursorOf, push, runDefaults, sleep, useStreamBroker } from '../test/helpers.js';
 
-// A stream over `queen.queue(q).partition(p)` reads only partition p of q.
+// A stream over `queen.queue(q).partition(p)` reads only partition p of q;
+// a sink handle pinned the same way writes only there.
 
 const env = useStreamBroker();
 const { names, track } = env;
@@ -78,5 +79,20 @@ describe('partition source', () => {
     expect(h.metrics().flushCyclesTotal).toBeGreaterThan(0);
     const cursorB = await cursorOf(b, group, src, 'b');
     expect(cursorB === undefined || cursorB === '0').toBe(true);
+  });
+
+  it('a sink handle pinned to a partition receives every output there, whatever the source partition', async () => {
+    const { src, sink, queryId } = await names('psink');
+    await push(b, src, [1, 2].map((n) => ({ n })), 'a');
+    await push(b, src, [3].map((n) => ({ n })), 'b');
+    track(
+      await Stream.from(queen.queue(src))
+        .map((m) => m.data)
+        .to(queen.queue(sink).partition('all'))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    const out = await collectUntil(b, sink, (all) => all.length >= 3, 10000, 500);
+    expect(out.every((m) => m.partition === 'all')).toBe(true);
+    expect(out.map((m) => m.data.n).sort()).toEqual([1, 2, 3]);
   });
 });

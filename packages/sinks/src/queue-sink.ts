@@ -3,14 +3,16 @@ import { chainError, type SinkPlugin, type QueueRef } from '@queen-mq/core';
 /** Options of {@link queueSink}. */
 export interface QueueSinkOptions<T = any> {
   /**
-   * Sink partition: a name, or a function of the value. Default: the source
-   * partition's name, so per-partition order carries over to the sink.
+   * Sink partition: a name, or a function of the value. Default: the
+   * partition the handle is pinned to (`queen.queue(q).partition(p)`), else
+   * the source partition's name, so per-partition order carries over.
    */
   partition?: string | ((value: T) => string);
 }
 
 /**
- * Pushes every value that leaves the chain to `queue`, inside the cycle's
+ * Pushes every value that leaves the chain to `queue` (a handle pinned to
+ * one partition writes every value there), inside the cycle's
  * transaction: the push, the state change and the source ack commit together
  * (exactly-once). Each push carries a deterministic transactionId, so a
  * replayed emit is a `duplicate` on the sink instead of a second message.
@@ -18,7 +20,11 @@ export interface QueueSinkOptions<T = any> {
 export function queueSink<T = any>(queue: QueueRef | string, options: QueueSinkOptions<T> = {}): SinkPlugin {
   const name = typeof queue === 'string' ? queue : queue?.name;
   if (typeof name !== 'string' || name === '') throw chainError('.to() takes a queue handle (queen.queue(name)) or a queue name');
-  const partition = options.partition;
+  const pinned = typeof queue === 'string' ? undefined : queue.partitionName;
+  if (pinned !== undefined && options.partition !== undefined) {
+    throw chainError('.to(): the queue handle is pinned to a partition; do not pass options.partition too');
+  }
+  const partition = options.partition ?? pinned;
   if (partition !== undefined && typeof partition !== 'function' && (typeof partition !== 'string' || partition === '')) {
     throw chainError('.to(): partition must be a non-empty string or a function of the value');
   }

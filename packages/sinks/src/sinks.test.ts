@@ -12,6 +12,12 @@ describe('sink plugins', () => {
     expect(queueSink('out')).toMatchObject({ kind: 'queue', shape: { queue: 'out' }, sinkQueue: 'out' });
   });
 
+  it('a handle pinned to a partition (queue.partition(p)) is the sink partition', () => {
+    expect(queueSink({ name: 'out', partitionName: 'p1' }).toPushItems!({ n: 1 }, ctx)).toEqual([{ queue: 'out', partition: 'p1', payload: { n: 1 } }]);
+    expect(() => queueSink({ name: 'out', partitionName: 'p1' }, { partition: 'p2' })).toThrow(/pinned to a partition/);
+    expect(() => queueSink({ name: 'out', partitionName: '' })).toThrow(/partition must be/);
+  });
+
   it('rejects bad arguments at build time', () => {
     expect(() => queueSink('')).toThrow(/queue handle/);
     expect(() => queueSink('out', { partition: '' })).toThrow(/partition must be/);
