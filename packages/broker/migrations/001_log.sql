@@ -180,7 +180,9 @@ $$;
 -- after commit instead (notifier.ts). Every write path reaches it through log_push_one_v1 or
 -- log_push_many_v1; nothing else allocates offsets.
 -- items: [{payload, transaction_id?, trace_id?, encrypted? (base64)}]
--- Answers one result object per item, in input order.
+-- Answers one row per item (r_ord = its position). r_transaction_id is the
+-- item's own, null when it gave none: only log_push_one_v1 needs the wire
+-- form (the id), so batch pushes do not format an id per row for nothing.
 create function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text)
 returns table (r_ord bigint, r_status text, r_message_id uuid, r_offset bigint, r_transaction_id text, r_created_at timestamptz)
 language plpgsql as $$
@@ -253,7 +255,7 @@ begin
                 from jsonb_array_elements(p_items) with ordinality as j(e, ord)) x
       returning msg_offset, id, transaction_id
     )
-    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, coalesce(i.transaction_id, i.id::text), v_created from ins i;
+    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, i.transaction_id, v_created from ins i;
     v_new := jsonb_array_length(p_items);
   else
     -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window
@@ -298,7 +300,7 @@ begin
     select array_agg(case when r.is_new then 'queued' else 'duplicate' end order by r.ord),
            array_agg(case when r.is_new then r.new_id else r.first_id end order by r.ord),
            array_agg(case when r.is_new then r.off else r.first_off end order by r.ord),
-           array_agg(case when r.is_new then coalesce(r.txid, r.new_id::text) else r.txid end order by r.ord),
+           array_agg(r.txid order by r.ord),
            array_agg(case when r.is_new then v_created else r.first_created end order by r.ord),
            count(*) filter (where r.is_new)
       into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
@@ -355,7 +357,7 @@ create function queen.log_push_one_v1(
 ) returns jsonb
 language sql as $$
   select jsonb_build_object('status', a.r_status, 'message_id', a.r_message_id, 'partition_id', p_partition_id,
-           'offset', a.r_offset::text, 'created_at', queen.iso(a.r_created_at), 'transaction_id', a.r_transaction_id,
+           'offset', a.r_offset::text, 'created_at', queen.iso(a.r_created_at), 'transaction_id', coalesce(a.r_transaction_id, a.r_message_id::text),
            'queue_name', p.queue_name, 'partition_name', p.name)
     from queen.log_append_v1(p_partition_id,
            jsonb_build_array(jsonb_build_object('payload', p_payload, 'transaction_id', p_transaction_id, 'trace_id', p_trace_id)

@@ -209,6 +209,16 @@ describe('push', () => {
     ]);
   });
 
+  it('log_push_one_v1 (the cycle and timer allocator) answers the message id as transactionId when the item has none', async () => {
+    const pid = (await one(uniqueName('one'), 'p')).body[0].partition_id as string;
+    const call = async (tx: string | null) =>
+      (await b.sql.query(`select queen.log_push_one_v1($1, '{"a":1}', $2, null, null, false) as r`, [pid, tx])).rows[0].r;
+    const plain = await call(null);
+    expect(plain).toMatchObject({ status: 'queued', offset: '2', transaction_id: plain.message_id });
+    expect(await call('T')).toMatchObject({ status: 'queued', offset: '3', transaction_id: 'T' });
+    expect(await call('T')).toMatchObject({ status: 'duplicate', offset: '3', transaction_id: 'T' });
+  });
+
   it('B9 generated transaction ids are distinct', async () => {
     const q = uniqueName('b9');
     const r = await push(Array.from({ length: 100 }, (_, i) => ({ queue: q, payload: { i } })));
