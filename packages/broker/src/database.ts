@@ -16,16 +16,16 @@ function isUnavailable(err: unknown): boolean {
   return /timeout exceeded when trying to connect|Connection terminated|connect ECONNREFUSED|Client has encountered a connection error/i.test(m);
 }
 
-/**
- * The pool plus the last observation of whether PostgreSQL answered, which
- * `/health` reports without a round trip of its own.
- */
 /** A statement PostgreSQL parses and plans once per connection. */
 export interface NamedStatement {
   name: string;
   text: string;
 }
 
+/**
+ * The pool plus the last observation of whether PostgreSQL answered, which
+ * `/health` reports without a round trip of its own.
+ */
 export class Database {
   readonly pool: pg.Pool;
   connected = false;

@@ -13,7 +13,7 @@ import type { SourceMessage } from './source-message.js';
  */
 export interface QueueRef {
   readonly name: string;
-  /** As a stream source: read only this partition of the queue. */
+  /** Pinned to one partition: a stream source reads only it, a queue sink writes only to it. */
   readonly partitionName?: string;
 }
 
