@@ -1,1 +1,0 @@
-export { brokerComposition } from './composition.js';

@@ -1,0 +1,283 @@
+// Side by side on one PostgreSQL: our broker (over HTTP through
+// @queen-mq/client), pg-boss 10.4.2 (in this process, the peer a user would
+// pick instead) and a plain-SQL ceiling written without any of our SQL
+// functions. Rounds alternate between the three so drift on a shared machine
+// hits them alike. Writes bench/results/peers.json and prints ratios.
+//
+// Workloads (8 partitions, batch 100 unless said):
+//   e2e    1 producer pushing batches of 100 round-robin over the partitions
+//          while 4 consumers pop batches of 100 and ack them; completed msg/s.
+//   drain  40k messages pushed first (not timed), then 4 consumers drain them.
+//   push   4 producers, batches of 1, 10 and 100; stored msg/s.
+// Knobs: BENCH_SECONDS (per path and round, 5), BENCH_ROUNDS (2),
+// BENCH_DRAIN (40000), BENCH_WORKLOADS (e2e,drain,push), DATABASE_URL.
+import PgBoss from 'pg-boss';
+import pg from 'pg';
+import { Queen } from '@queen-mq/client';
+import { loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+
+const NAME = 'peers';
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const DRAIN = Number(process.env.BENCH_DRAIN ?? 40000);
+const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'e2e,drain,push').split(',');
+const PARTITIONS = 8;
+const CONSUMERS = 4;
+const PRODUCERS_PUSH_ONLY = 4;
+const BATCH = 100;
+// One connection per producer or consumer: the plain-SQL path and pg-boss get
+// the connections the load needs, the broker its own default pool.
+const CONNECTIONS = CONSUMERS + 1;
+const TARGETS = { e2eVsPlain: 0.5, e2eVsPgBoss: 2, drainVsPlain: 0.5, push100VsPlain: 0.7, push1VsPlain: 0.5 };
+
+/** ~110 bytes of JSON: a small event, the common case for a queue. */
+const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
+const payloads = (b) => Array.from({ length: b }, (_, i) => payload(i));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const loadAtStart = loadNow();
+const db = await startDatabase(NAME);
+const broker = await spawnBroker(NAME, db.url);
+const rss = rssSampler(broker.pid);
+const sql = new pg.Pool({ connectionString: db.url, max: CONNECTIONS + PRODUCERS_PUSH_ONLY });
+
+// ---------------------------------------------------------------------------
+// Plain SQL: a partition row with its head, a cursor row with its lease, and
+// the messages keyed like ours. Producer: one transaction moving the head by
+// the batch and inserting the rows. Consumer: (1) claim a partition with
+// pending rows FOR UPDATE SKIP LOCKED, set its lease, read up to 100 rows
+// after the cursor; (2) advance the cursor and clear the lease.
+await sql.query(`
+  create schema plain;
+  create table plain.partitions (id bigserial primary key, queue text not null, name text not null, head bigint not null default 0, unique (queue, name));
+  create table plain.cursors (partition_id bigint primary key, cursor bigint not null default 0, lease_id uuid, lease_expires timestamptz, lease_last bigint);
+  create table plain.messages (partition_id bigint not null, msg_offset bigint not null, id uuid not null, payload jsonb, created_at timestamptz not null default now(),
+                               primary key (partition_id, msg_offset));`);
+
+function plainPath() {
+  const ids = new Map();
+  return {
+    async setup(queue) {
+      const { rows } = await sql.query(
+        `with p as (insert into plain.partitions (queue, name) select $1, 'p' || g from generate_series(0, $2 - 1) g returning id)
+         insert into plain.cursors (partition_id) select id from p returning partition_id`, [queue, PARTITIONS]);
+      ids.set(queue, rows.map((r) => r.partition_id));
+    },
+    async push(queue, partition, items) {
+      const client = await sql.connect();
+      try {
+        await client.query('begin');
+        const { rows } = await client.query('update plain.partitions set head = head + $2 where id = $1 returning head', [ids.get(queue)[partition], items.length]);
+        await client.query(
+          `insert into plain.messages (partition_id, msg_offset, id, payload)
+           select $1, $2::bigint - $3::bigint + ord, gen_random_uuid(), p from unnest($4::jsonb[]) with ordinality as u(p, ord)`,
+          [ids.get(queue)[partition], rows[0].head, items.length, items.map((i) => JSON.stringify(i))]);
+        await client.query('commit');
+      } finally {
+        client.release();
+      }
+    },
+    async consume(queue) {
+      const { rows: claimed } = await sql.query(
+        `with c as (
+           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
+            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
+            order by c.partition_id for update of c skip locked limit 1),
+         m as (select m.msg_offset, m.id, m.payload from plain.messages m, c where m.partition_id = c.partition_id and m.msg_offset > c.cursor order by m.msg_offset limit $2),
+         l as (update plain.cursors u set lease_id = gen_random_uuid(), lease_expires = now() + interval '60 s', lease_last = (select max(msg_offset) from m)
+                 from c where u.partition_id = c.partition_id returning u.partition_id, u.lease_id, u.lease_last)
+         select l.partition_id, l.lease_id, l.lease_last, (select json_agg(m) from m) as messages from l`, [queue, BATCH]);
+      if (!claimed.length) return 0;
+      const c = claimed[0];
+      await sql.query('update plain.cursors set cursor = $2, lease_id = null, lease_expires = null, lease_last = null where partition_id = $1 and lease_id = $3',
+        [c.partition_id, c.lease_last, c.lease_id]);
+      return c.messages.length;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Our broker, as a user drives it: the client, long-poll pops, batch acks.
+function brokerPath() {
+  const queen = new Queen({ url: broker.url });
+  return {
+    queen,
+    async setup() {},
+    async push(queue, partition, items) {
+      await queen.queue(queue).partition(`p${partition}`).push(items.map((p) => ({ payload: p })));
+    },
+    async consume(queue) {
+      const res = await queen.queue(queue).pop({ batch: BATCH, wait: true, timeout: 200 });
+      if (!res || !res.messages.length) return 0;
+      await queen.ack(res.messages);
+      return res.messages.length;
+    },
+    idleWait: 0,
+  };
+}
+
+// ---------------------------------------------------------------------------
+// pg-boss 10.4.2 in this process: insert batches of 100, fetch batches of 100
+// and complete them. It has no partitions: the producer's round-robin target is
+// ignored (one queue).
+const boss = new PgBoss({ connectionString: db.url, schema: 'pgboss', max: CONNECTIONS + PRODUCERS_PUSH_ONLY, supervise: false, schedule: false });
+boss.on('error', (err) => progress(NAME, `pg-boss error: ${err.message}`));
+await boss.start();
+function pgBossPath() {
+  return {
+    async setup(queue) {
+      await boss.createQueue(queue);
+    },
+    async push(queue, _partition, items) {
+      await boss.insert(items.map((data) => ({ name: queue, data })));
+    },
+    async consume(queue) {
+      const jobs = await boss.fetch(queue, { batchSize: BATCH });
+      if (!jobs?.length) return 0;
+      await boss.complete(queue, jobs.map((j) => j.id));
+      return jobs.length;
+    },
+  };
+}
+
+const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath() };
+let queueSeq = 0;
+const newQueue = async (path, workload) => {
+  const q = `bench_${workload}_${path.replace('-', '')}_${queueSeq++}`;
+  await paths[path].setup(q);
+  return q;
+};
+
+/** Consumer loop: polls until `until()` says stop; an empty answer waits 5 ms (the broker long-polls itself). */
+async function consumer(path, queue, until, onMoved) {
+  while (!until()) {
+    const n = await paths[path].consume(queue);
+    if (n) onMoved(n);
+    else if (path !== 'broker') await sleep(5);
+  }
+}
+
+async function e2eRound(path) {
+  const queue = await newQueue(path, 'e2e');
+  let completed = 0;
+  let pushed = 0;
+  const started = performance.now();
+  const end = started + SECONDS * 1000;
+  const done = () => performance.now() >= end;
+  const producer = (async () => {
+    for (let i = 0; !done(); i++) {
+      await paths[path].push(queue, i % PARTITIONS, payloads(BATCH));
+      pushed += BATCH;
+    }
+  })();
+  await Promise.all([producer, ...Array.from({ length: CONSUMERS }, () => consumer(path, queue, done, (n) => (completed += n)))]);
+  const seconds = (performance.now() - started) / 1000;
+  return { msgPerSec: Math.round(completed / seconds), completed, pushed, seconds: Math.round(seconds * 100) / 100 };
+}
+
+async function drainRound(path) {
+  const queue = await newQueue(path, 'drain');
+  const perPartition = Math.ceil(DRAIN / PARTITIONS / BATCH);
+  await Promise.all(Array.from({ length: PARTITIONS }, async (_, p) => {
+    for (let i = 0; i < perPartition; i++) await paths[path].push(queue, p, payloads(BATCH));
+  }));
+  const total = perPartition * PARTITIONS * BATCH;
+  let completed = 0;
+  const started = performance.now();
+  const deadline = started + 120_000;
+  await Promise.all(Array.from({ length: CONSUMERS }, () => consumer(path, queue, () => completed >= total || performance.now() > deadline, (n) => (completed += n))));
+  const seconds = (performance.now() - started) / 1000;
+  return { msgPerSec: Math.round(completed / seconds), completed, total, seconds: Math.round(seconds * 100) / 100 };
+}
+
+async function pushRound(path, b) {
+  const queue = await newQueue(path, `push${b}`);
+  let pushed = 0;
+  const started = performance.now();
+  const end = started + SECONDS * 1000;
+  await Promise.all(Array.from({ length: PRODUCERS_PUSH_ONLY }, async (_, w) => {
+    for (let i = 0; performance.now() < end; i++) {
+      await paths[path].push(queue, (w + i * PRODUCERS_PUSH_ONLY) % PARTITIONS, payloads(b));
+      pushed += b;
+    }
+  }));
+  const seconds = (performance.now() - started) / 1000;
+  return { msgPerSec: Math.round(pushed / seconds), pushed, seconds: Math.round(seconds * 100) / 100 };
+}
+
+const rows = [];
+async function compare(workload, label, run) {
+  await rss.mark(label);
+  const acc = Object.fromEntries(Object.keys(paths).map((p) => [p, []]));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const path of Object.keys(paths)) {
+      const m = await run(path);
+      acc[path].push(m);
+      progress(NAME, `${label.padEnd(8)} ${path.padEnd(8)} round ${r + 1}/${ROUNDS} ${String(m.msgPerSec).padStart(7)} msg/s`);
+    }
+  }
+  const out = {};
+  for (const [path, list] of Object.entries(acc)) {
+    const moved = list.reduce((a, m) => a + (m.completed ?? m.pushed), 0);
+    const secs = list.reduce((a, m) => a + m.seconds, 0);
+    out[path] = { msgPerSec: Math.round(moved / secs), rounds: list };
+  }
+  rows.push({ workload: label, ...Object.fromEntries(Object.entries(out).map(([p, v]) => [p, v.msgPerSec])),
+    'broker/plain': ratio(out.broker.msgPerSec, out.plain.msgPerSec), 'broker/pg-boss': ratio(out.broker.msgPerSec, out['pg-boss'].msgPerSec), detail: out });
+}
+const ratio = (a, b) => (b ? Math.round((a / b) * 100) / 100 : null);
+
+// Warm-up, not counted: JIT, pools and the broker's statement cache.
+progress(NAME, 'warming up');
+for (const path of Object.keys(paths)) {
+  const q = await newQueue(path, 'warm');
+  for (let i = 0; i < 20; i++) await paths[path].push(q, i % PARTITIONS, payloads(BATCH));
+  let left = 2000;
+  while (left > 0) left -= await paths[path].consume(q) || 0;
+}
+
+if (WORKLOADS.includes('e2e')) await compare('e2e', 'e2e', e2eRound);
+if (WORKLOADS.includes('drain')) await compare('drain', 'drain', drainRound);
+if (WORKLOADS.includes('push')) for (const b of [1, 10, 100]) await compare('push', `push b${b}`, (path) => pushRound(path, b));
+
+const memory = await rss.stop();
+const deadTuples = (await sql.query(`select n_dead_tup::int as dead, n_live_tup::int as live from pg_stat_user_tables where schemaname = 'queen' and relname = 'messages'`)).rows[0];
+
+const byName = Object.fromEntries(rows.map((r) => [r.workload, r]));
+const summary = [];
+const check = (measure, value, target, cmp = '≥') => summary.push({ measure, value, target: `${cmp} ${target}`, met: value == null ? '' : value >= target ? 'yes' : 'no' });
+if (byName.e2e) {
+  check('e2e broker / plain SQL', byName.e2e['broker/plain'], TARGETS.e2eVsPlain);
+  check('e2e broker / pg-boss', byName.e2e['broker/pg-boss'], TARGETS.e2eVsPgBoss);
+}
+if (byName.drain) check('drain broker / plain SQL', byName.drain['broker/plain'], TARGETS.drainVsPlain);
+if (byName['push b100']) check('push b100 broker / plain SQL', byName['push b100']['broker/plain'], TARGETS.push100VsPlain);
+if (byName['push b1']) check('push b1 broker / plain SQL', byName['push b1']['broker/plain'], TARGETS.push1VsPlain);
+summary.push({ measure: 'broker RSS peak (MB)', value: mb(memory.peakBytes), target: '≤ 150', met: memory.peakBytes <= 150 * 1048576 ? 'yes' : 'no' });
+summary.push({ measure: 'dead tuples in queen.messages', value: deadTuples?.dead ?? null, target: '0', met: (deadTuples?.dead ?? 0) === 0 ? 'yes' : 'no' });
+
+console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'broker/plain', 'broker/pg-boss'], rows));
+console.log();
+console.log(table(['measure', 'value', 'target', 'met'], summary));
+
+const file = await writeResults(NAME, {
+  ...resultsHead(NAME, db, loadAtStart),
+  settings: { seconds: SECONDS, rounds: ROUNDS, partitions: PARTITIONS, consumers: CONSUMERS, batch: BATCH, drain: DRAIN, pushProducers: PRODUCERS_PUSH_ONLY, plainAndPgBossConnections: CONNECTIONS },
+  notes: [
+    'plain: no function of ours; producer BEGIN; UPDATE partitions SET head = head + n RETURNING head; INSERT n rows (unnest); COMMIT. Consumer: one statement claiming a partition with pending rows FOR UPDATE SKIP LOCKED, setting its lease and reading up to 100 rows after the cursor; a second advancing the cursor and clearing the lease.',
+    'broker: apps/broker/dist/main.js in a child process, driven through @queen-mq/client (long-poll pops with a 200 ms wait, batch acks).',
+    'pg-boss 10.4.2 in this process: insert(100 jobs), fetch({batchSize: 100}) + complete(ids); an empty fetch or plain claim waits 5 ms.',
+    'Rates sum each path over its alternated rounds.',
+  ],
+  rows: rows.map(({ detail, ...r }) => ({ ...r, detail })),
+  summary,
+  brokerRss: { idleBytes: await rssOf(broker.pid), ...memory },
+  deadTuples,
+});
+progress(NAME, `wrote ${file}`);
+
+await paths.broker.queen.close();
+await boss.stop({ graceful: false, close: true }).catch(() => undefined);
+await sql.end();
+await broker.stop();
+await db.stop();
