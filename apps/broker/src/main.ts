@@ -4,7 +4,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { startBroker } from '@queen-mq/broker';
 import { pino } from 'pino';
-import { brokerComposition } from './composition.js';
+import { brokerComposition } from '@queen-mq/broker-composition';
 
 // Keep the young generation at its start-up size. Under a steady request
 // load V8 doubles it up to 2 × 16 MB, and the request garbage it then

@@ -1,18 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queen } from '@queen-mq/client';
-import { kvBrokerFeature } from '@queen-mq/kv';
+import { brokerComposition } from '@queen-mq/broker-composition';
+import { Queen } from 'queen-mq';
 import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { runInverseRateLimiter } from './limiter.js';
 import { retryTransactionId } from './retry-id.js';
 import { alignedWindow, ttlWindow } from './windows.js';
 
-// The inverse rate limiter against a real broker composing the KV: admission
-// by a KV incr bounded by max, deferral by a timer, both atomic with the ack.
+// The inverse rate limiter against a real broker composed as deployed (the
+// KV included): admission by a KV incr bounded by max, deferral by a timer,
+// both atomic with the ack.
 
 let b: TestBroker;
 let queen: Queen;
 beforeAll(async () => {
-  b = await startTestBroker({ ...kvBrokerFeature() });
+  b = await startTestBroker({ ...brokerComposition() });
   queen = new Queen({ url: b.url, retries: 0 });
 });
 afterAll(async () => {

@@ -1,5 +1,5 @@
-import { QueenError, type PoppedMessage, type Queen } from '@queen-mq/client';
-import '@queen-mq/kv';
+// The umbrella: its Queen carries `queen.kv` and `tx.kv` (the KV's client half, no broker code).
+import { QueenError, type PoppedMessage, type Queen } from 'queen-mq';
 import { originalTransactionId, retryTransactionId } from './retry-id.js';
 import type { AdmissionWindow } from './windows.js';
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The inverse rate limiter as a deployable worker, configured from the
 // environment (README table). Stops cleanly on SIGINT/SIGTERM.
-import { Queen } from '@queen-mq/client';
+import { Queen } from 'queen-mq';
 import { runInverseRateLimiter } from './limiter.js';
 import { alignedWindow } from './windows.js';
 

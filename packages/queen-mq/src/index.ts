@@ -1,5 +1,8 @@
-export { Queen, QueenError, type QueenOptions } from '@queen-mq/client';
+export { Queen, QueenError, type QueenOptions, type PoppedMessage, type TransactionBuilder, type TransactionResult } from '@queen-mq/client';
 export { Stream } from './stream.js';
+// Loading the KV's client half gives every Queen its `queen.kv` and every
+// transaction its `tx.kv`; the broker half (@queen-mq/kv/broker) stays out.
+export { KvClient, kvClient, TransactionKv, type KvSetOptions, type KvIncrOptions, type KvListOptions } from '@queen-mq/kv';
 export type { RunOptions, RunHandle, RunMetrics, OperatorContext, SinkContext, SourceMessage, WindowOptions, WindowPlugin, SinkPlugin, GateStage } from '@queen-mq/core';
 export { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
 export { sliding, type SlidingOptions } from '@queen-mq/window-sliding';

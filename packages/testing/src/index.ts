@@ -1,1 +1,2 @@
 export * from './harness.js';
+export { modulesLoadedBy } from './loaded-modules.js';

@@ -1,0 +1,16 @@
+import type { BrokerOptions } from '@queen-mq/broker';
+import { kvBrokerFeature } from '@queen-mq/kv/broker';
+
+/**
+ * What a deployed broker adds to the bare `@queen-mq/broker`: feature
+ * plugins, their migrations and background services, to spread into
+ * `startBroker` (or hand to `migrate`). The broker package imports none of
+ * them; `apps/broker`, `queen dev` and `queen migrate` all take this one list,
+ * so the dev broker and the deployed one serve the same routes over the same
+ * schema. Today that is the KV, whose plugin also registers its maintenance
+ * task (the expiry purge) when it loads.
+ */
+export function brokerComposition(): Required<Pick<BrokerOptions, 'plugins' | 'migrations' | 'services'>> {
+  const kv = kvBrokerFeature();
+  return { plugins: [...kv.plugins], migrations: [...kv.migrations], services: [] };
+}

@@ -1,0 +1,1 @@
+export { brokerComposition } from './composition.js';
