@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { QueenError, fieldPath, issuesToDetails, type FieldIssue, type RouteSpec } from '@queen-mq/protocol';
+import { QueenError, absentNulls, fieldPath, issuesToDetails, type FieldIssue, type RouteSpec } from '@queen-mq/protocol';
 import type { z } from 'zod';
 
 /** What a handler receives: the validated (and defaulted) params, query and body. */
@@ -16,13 +16,16 @@ type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
 /**
  * Registers a route of the protocol table. Params, query and body are checked
  * before the handler runs, every offending field reported at once
- * (PROTOCOL §1.2 step 5), so a 400 never touches the database.
+ * (PROTOCOL §1.2 step 5), so a 400 never touches the database. A `null` in
+ * an optional field reads as absent (§1.1), as Queen's own clients send it.
  */
 export function registerRoute<S extends RouteSpec>(
   app: FastifyInstance,
   spec: S,
   handler: (input: Input<Out<S['params']>, Out<S['query']>, Out<S['body']>>) => Promise<unknown>,
 ): void {
+  const queryNulls = spec.query ? absentNulls(spec.query, 'query') : undefined;
+  const bodyNulls = spec.body ? absentNulls(spec.body, 'body') : undefined;
   app.route({
     method: spec.method,
     url: spec.url,
@@ -40,8 +43,9 @@ export function registerRoute<S extends RouteSpec>(
         return result.data;
       };
       const params = parse(spec.params, request.params, 'params');
-      const query = parse(spec.query, request.query, 'query');
-      const body = parse(spec.body, request.body === undefined ? {} : request.body, 'body');
+      const query = parse(spec.query, queryNulls ? queryNulls(request.query) : request.query, 'query');
+      const rawBody = request.body === undefined ? {} : request.body;
+      const body = parse(spec.body, bodyNulls ? bodyNulls(rawBody) : rawBody, 'body');
       if (details.length) throw new QueenError('VALIDATION_FAILED', `Invalid request: ${details.map((d) => `${d.field} ${d.message}`).join('; ')}`, { details });
       const out = await handler({ params, query, body, request, reply } as Input<any, any, any>);
       if (!reply.sent && spec.successStatus) reply.code(spec.successStatus);

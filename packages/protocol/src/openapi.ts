@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { nullableWhereOptional } from './null-as-absent.js';
 import type { RouteSpec } from './routes.js';
 
 const errorSchema = {
@@ -46,7 +47,7 @@ export function buildOpenApi(routeTable: Record<string, RouteSpec>, info: { titl
         default: { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
       },
     };
-    if (r.body) op.requestBody = { required: false, content: { 'application/json': { schema: jsonSchema(r.body, 'input') } } };
+    if (r.body) op.requestBody = { required: false, content: { 'application/json': { schema: nullableWhereOptional(jsonSchema(r.body, 'input')) } } };
     (paths[path] ??= {})[r.method.toLowerCase()] = op;
   }
   return { openapi: '3.1.0', info, paths, components: { schemas: { Error: errorSchema } } };
