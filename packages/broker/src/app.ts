@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { QueenError, type AccessLevel } from '@queen-mq/protocol';
 import { ackRoutes } from './ack.js';
 import { registerAuth } from './auth.js';
-import { MAX_JSON_DEPTH, nestsDeeperThan, unstorableFields } from './http.js';
+import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from './http.js';
+import { registerOriginGuards } from './origin.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
 import { configureRoutes } from './configure.js';
@@ -44,9 +45,10 @@ export const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes,
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2
- * (route → auth → size → JSON → schema → handler), CORS, and the error
- * catalogue mapping. Features arrive as plugins so the KV can be composed in
- * by apps/broker without the broker importing it.
+ * (route → origin/Host → auth → content type → size → JSON → schema →
+ * handler), CORS when configured, and the error catalogue mapping.
+ * Features arrive as plugins so the KV can be composed in by apps/broker
+ * without the broker importing it.
  */
 export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = []): Promise<FastifyInstance> {
   const app = Fastify({
@@ -56,9 +58,23 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
     // KV keys (512 chars) and partition names (255) arrive percent-encoded: up to 12 bytes a char.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
     return503OnClosing: false,
+    // fastify would answer HEAD on every GET route by running its handler:
+    // a HEAD on pop would lease (or auto-ack) messages and drop them.
+    exposeHeadRoutes: false,
+    // A client that trickles its headers or body holds a socket and a slot
+    // of maxConnections; 0 turns the limit off. Node reads the limit for a
+    // body only from the server's constructor options (fastify sets it
+    // afterwards, which bounds headers alone), and checks on a timer whose
+    // default period (30 s) would stretch a short limit.
+    requestTimeout: ctx.config.requestTimeoutMs,
+    http: { requestTimeout: ctx.config.requestTimeoutMs, connectionsCheckingInterval: Math.min(1000, ctx.config.requestTimeoutMs || 30000) },
   });
+  // Past the limit Node closes a new connection on accept, before it costs a
+  // parser or a request. 0 = unlimited (Node's 0 would refuse every one).
+  if (ctx.config.maxConnections > 0) app.server.maxConnections = ctx.config.maxConnections;
 
-  // Content-Type is not enforced: every body is read as JSON; empty means {}.
+  // Bodies are JSON: an empty one reads as {}, and the content type was
+  // checked before the body was read (preParsing hook below).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => {
     const text = String(body);
@@ -79,21 +95,20 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
     done(null, parsed);
   });
 
-  app.addHook('onRequest', async (_req, reply) => {
-    reply.header('Access-Control-Allow-Origin', '*');
-  });
+  registerOriginGuards(app, ctx.config);
   // Answers sent while shutting down (parked pops get 204) close their
   // keep-alive connection, else the server's close waits for the client.
   app.addHook('onSend', async (_req, reply) => {
     if (ctx.shutdown.aborted) reply.header('Connection', 'close');
   });
   registerAuth(app, ctx.config);
-  app.options('*', async (_req, reply) => {
-    reply
-      .header('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS')
-      .header('Access-Control-Allow-Headers', 'Authorization, Content-Type')
-      .code(204)
-      .send();
+  // After auth (a caller without rights learns nothing about bodies), before
+  // the body is read. Only JSON may carry a body: a cross-site page can send
+  // text/plain, form and bodies without a type with no preflight, and those
+  // must never reach a handler.
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    if (!request.is404 && !isJsonBody(request.method, request.headers)) throw new QueenError('UNSUPPORTED_MEDIA_TYPE');
+    return payload;
   });
 
   app.setNotFoundHandler(async (req, reply) => {
@@ -105,6 +120,8 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
     if (error instanceof QueenError) return reply.code(error.status).send(error.toBody());
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send(new QueenError('PAYLOAD_TOO_LARGE').toBody());
+    // A Content-Type that names JSON but does not parse as a media type.
+    if (e.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send(new QueenError('UNSUPPORTED_MEDIA_TYPE').toBody());
     if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
       // A malformed request fastify itself rejected (bad encoding, bad URL): the client's fault, never a 500.
       return reply.code(400).send(new QueenError('VALIDATION_FAILED', e.message ?? 'Bad request').toBody());

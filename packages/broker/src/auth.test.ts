@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Authenticator } from './auth.js';
 import { readConfig } from './config.js';
 
 const SECRET = 'auth-test-secret-0123456789abcdef0123456789';
@@ -209,12 +210,13 @@ describe('auth off', () => {
 });
 
 describe('auth on', () => {
-  it('A2 a protected route needs a Bearer token; health, ready and OPTIONS do not', async () => {
+  it('A2 a protected route needs a Bearer token; health and ready do not', async () => {
     const queue = uniqueName('a2');
     const push = await b.http('POST', '/api/v1/push', { items: [{ queue, payload: 1 }] });
     expect(push.status).toBe(401);
     expect(push.body.code).toBe('AUTH_REQUIRED');
-    expect(push.headers.get('access-control-allow-origin')).toBe('*');
+    // No CORS unless QUEEN_CORS_ORIGINS lists origins (safe-defaults.test.ts covers preflights without a token).
+    expect(push.headers.get('access-control-allow-origin')).toBeNull();
     const basic = await b.http('POST', '/api/v1/push', { items: [{ queue, payload: 1 }] }, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` });
     expect([basic.status, basic.body.code]).toEqual([401, 'AUTH_REQUIRED']);
     const dlq = await b.http('GET', '/api/v1/dlq');
@@ -225,12 +227,13 @@ describe('auth on', () => {
 
     expect((await b.http('GET', '/health')).status).toBe(200);
     expect((await b.http('GET', '/ready')).status).toBe(200);
-    expect((await b.http('HEAD', '/api/v1/resources/queues')).status).toBe(401);
-    const options = await b.http('OPTIONS', '/api/v1/push');
-    expect(options.status).toBe(204);
-    // Route match comes before auth: an unknown route is a 404 even without a token.
+    // Route match comes before auth: an unknown route is a 404 even without a
+    // token; HEAD and (without CORS) OPTIONS are served on no route.
     const unknown = await b.http('GET', '/api/v1/nope');
     expect([unknown.status, unknown.body.code]).toEqual([404, 'ROUTE_NOT_FOUND']);
+    expect((await b.http('HEAD', '/api/v1/resources/queues')).status).toBe(404);
+    const options = await b.http('OPTIONS', '/api/v1/push');
+    expect([options.status, options.body.code]).toEqual([404, 'ROUTE_NOT_FOUND']);
 
     expectLevel(await sweep(b, {}), null);
   });
@@ -246,6 +249,8 @@ describe('auth on', () => {
     const bad: Record<string, string> = {
       wrongSecret: await jwt({ role: 'admin' }, { secret: 'another-secret-0123456789abcdef0123' }),
       expired: await jwt({ role: 'admin', exp: now - 60 }),
+      // Without exp a leaked token would be good forever: exp is required.
+      noExpiry: await jwt({ role: 'admin', exp: undefined }),
       notYetValid: await jwt({ role: 'admin', nbf: now + 120 }),
       algNone,
       rs256,
@@ -449,5 +454,15 @@ describe('auth config', () => {
     expect(() => readConfig({ QUEEN_AUTH_ENABLED: 'yes' })).toThrow(/QUEEN_AUTH_ENABLED/);
     expect(() => readConfig({ QUEEN_AUTH_ENABLED: 'true' })).toThrow(/QUEEN_JWT_SECRET or QUEEN_API_KEYS/);
     expect(readConfig({ QUEEN_AUTH_ENABLED: '1', QUEEN_API_KEYS: '[{"key":"k","level":"admin"}]' }).authEnabled).toBe(true);
+  });
+
+  it('A2 a JWT secret shorter than 32 bytes is refused at start-up, from the environment or from code', () => {
+    const short = 'x'.repeat(31);
+    expect(() => readConfig({ QUEEN_AUTH_ENABLED: 'true', QUEEN_JWT_SECRET: short })).toThrow(/QUEEN_JWT_SECRET must be at least 32 bytes/);
+    expect(readConfig({ QUEEN_AUTH_ENABLED: 'true', QUEEN_JWT_SECRET: 'x'.repeat(32) }).jwtSecret).toHaveLength(32);
+    const roles = { roleReadOnly: 'read-only', roleReadWrite: 'read-write', roleAdmin: 'admin' };
+    expect(() => new Authenticator({ jwtSecret: short, ...roles })).toThrow(/at least 32 bytes/);
+    // 16 two-byte characters are 32 bytes: the limit counts bytes, as HMAC does.
+    expect(() => new Authenticator({ jwtSecret: 'é'.repeat(16), ...roles })).not.toThrow();
   });
 });

@@ -1,6 +1,7 @@
 /** Server settings of PROTOCOL §9, read once from the environment. */
 export interface BrokerConfig {
   port: number;
+  /** Listen address; 127.0.0.1 unless QUEEN_HOST says otherwise (0.0.0.0 for deployments). */
   host: string;
   databaseUrl?: string;
   maxBodyBytes: number;
@@ -30,6 +31,45 @@ export interface BrokerConfig {
   roleAdmin: string;
   /** QUEEN_ENCRYPTION_KEY: 64 hex chars (AES-256); unset = encryptionEnabled is refused. */
   encryptionKey?: string;
+  /**
+   * QUEEN_CORS_ORIGINS: browser origins (`https://console.example.com`)
+   * that get CORS headers and may call cross-site; `*` = any. Empty = none.
+   */
+  corsOrigins: string[];
+  /** Time a client has to send a whole request (headers and body), ms; 0 = unlimited. */
+  requestTimeoutMs: number;
+  /** Open HTTP connections beyond this are closed on accept (parked pops hold one each). */
+  maxConnections: number;
+}
+
+/** HS256 keys shorter than the hash output are guessable offline from any token (RFC 7518 §3.2). */
+export const MIN_JWT_SECRET_BYTES = 32;
+
+/** Throws, at start-up, for a JWT secret too short to be safe. */
+export function checkJwtSecret(secret: string | undefined): void {
+  if (secret !== undefined && Buffer.byteLength(secret, 'utf8') < MIN_JWT_SECRET_BYTES) {
+    throw new Error(`QUEEN_JWT_SECRET must be at least ${MIN_JWT_SECRET_BYTES} bytes (got ${Buffer.byteLength(secret, 'utf8')}): a shorter HS256 secret can be brute-forced from any token`);
+  }
+}
+
+function corsOrigins(raw: string | undefined): string[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  return raw.split(',').map((entry) => {
+    const origin = entry.trim();
+    if (origin === '*') return origin;
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    // Browsers send the serialised origin (scheme://host[:port], no path,
+    // lower-case host), so anything else could never match.
+    if (!parsed || parsed.origin === 'null' || parsed.origin !== origin) {
+      throw new Error(`QUEEN_CORS_ORIGINS: "${origin}" is not an origin like https://app.example.com or http://localhost:3000 (comma-separated, or *)`);
+    }
+    return origin;
+  });
 }
 
 /** One entry of QUEEN_API_KEYS. */
@@ -80,13 +120,14 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
   if (authEnabled && !env.QUEEN_JWT_SECRET && keys.length === 0) {
     throw new Error('QUEEN_AUTH_ENABLED=true needs QUEEN_JWT_SECRET or QUEEN_API_KEYS: otherwise no token could ever be accepted');
   }
+  checkJwtSecret(env.QUEEN_JWT_SECRET || undefined);
   const encryptionKey = env.QUEEN_ENCRYPTION_KEY || undefined;
   if (encryptionKey !== undefined && !/^[0-9a-fA-F]{64}$/.test(encryptionKey)) {
     throw new Error('QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key)');
   }
   return {
     port: int(env, 'QUEEN_PORT', 6632),
-    host: env.QUEEN_HOST ?? '0.0.0.0',
+    host: env.QUEEN_HOST || '127.0.0.1',
     databaseUrl: env.DATABASE_URL || env.QUEEN_DATABASE_URL || undefined,
     maxBodyBytes: int(env, 'QUEEN_MAX_BODY_BYTES', 10 * 1024 * 1024),
     maxPushItems: int(env, 'QUEEN_MAX_PUSH_ITEMS', 10000),
@@ -109,5 +150,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     roleReadWrite: env.QUEEN_ROLE_READ_WRITE || 'read-write',
     roleAdmin: env.QUEEN_ROLE_ADMIN || 'admin',
     encryptionKey,
+    corsOrigins: corsOrigins(env.QUEEN_CORS_ORIGINS),
+    requestTimeoutMs: int(env, 'QUEEN_REQUEST_TIMEOUT_MS', 30000),
+    maxConnections: int(env, 'QUEEN_MAX_CONNECTIONS', 10000),
   };
 }

@@ -54,6 +54,26 @@ export function registerRoute<S extends RouteSpec>(
   });
 }
 
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** application/json and the structured-syntax suffix types (application/problem+json, ...), any parameters. */
+const JSON_MEDIA_TYPE = /^application\/(?:[a-z0-9!#$&^_.-]+\+)?json$/;
+
+/**
+ * False when a request may carry a body that is not JSON (PROTOCOL §1.1):
+ * on a body method, a Content-Type other than JSON, or a body without one.
+ * A body-less request needs no Content-Type; GET bodies are never read.
+ */
+export function isJsonBody(method: string, headers: { 'content-type'?: string; 'content-length'?: string; 'transfer-encoding'?: string }): boolean {
+  if (!BODY_METHODS.has(method)) return true;
+  const type = headers['content-type'];
+  if (type === undefined) {
+    const length = headers['content-length'];
+    return headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+  }
+  const semicolon = type.indexOf(';');
+  return JSON_MEDIA_TYPE.test((semicolon === -1 ? type : type.slice(0, semicolon)).trim().toLowerCase());
+}
+
 // JSON may carry text that PostgreSQL cannot store: U+0000 (jsonb and text
 // reject it) and unpaired UTF-16 surrogates (jsonb rejects their escapes).
 // Both can only come from `\u` escapes in the raw text, so the cheap test on

@@ -22,7 +22,39 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * How long one database probe answers /ready. Probes come from every load
+ * balancer and orchestrator, and anyone may send them (the route is public):
+ * one round trip a second, however many ask.
+ */
+const READY_CACHE_MS = 1000;
+
+interface Readiness {
+  connected: boolean;
+  schemaVersion: number | null;
+}
+
 export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  const probe = async (): Promise<Readiness> => {
+    try {
+      const { rows } = await withTimeout(
+        ctx.db.query<{ version: number }>(`select version from queen.schema_version where owner = 'broker'`),
+        READY_TIMEOUT_MS,
+      );
+      return { connected: true, schemaVersion: rows[0]?.version ?? null };
+    } catch {
+      ctx.db.connected = false;
+      return { connected: false, schemaVersion: null };
+    }
+  };
+  // Started at `at`; callers within READY_CACHE_MS of that share it, even while it runs.
+  let last: { at: number; result: Promise<Readiness> } | undefined;
+  const readiness = () => {
+    const now = Date.now();
+    if (!last || now - last.at >= READY_CACHE_MS) last = { at: now, result: probe() };
+    return last.result;
+  };
+
   registerRoute(app, routes.health, async () => ({
     status: 'healthy' as const,
     database: ctx.db.connected ? ('connected' as const) : ('disconnected' as const),
@@ -31,19 +63,7 @@ export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   }));
 
   registerRoute(app, routes.ready, async ({ reply }) => {
-    let schemaVersion: number | null = null;
-    let connected = false;
-    try {
-      const { rows } = await withTimeout(
-        ctx.db.query<{ version: number }>(`select version from queen.schema_version where owner = 'broker'`),
-        READY_TIMEOUT_MS,
-      );
-      connected = true;
-      schemaVersion = rows[0]?.version ?? null;
-    } catch {
-      connected = false;
-      ctx.db.connected = false;
-    }
+    const { connected, schemaVersion } = await readiness();
     const ready = connected && schemaVersion === ctx.expectedSchemaVersion;
     const body = { ready, database: connected ? 'connected' : 'disconnected', schemaVersion, expectedSchemaVersion: ctx.expectedSchemaVersion };
     if (!ready) return reply.code(503).send({ ...body, error: 'Not ready', code: 'NOT_READY' });
