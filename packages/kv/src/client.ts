@@ -120,11 +120,11 @@ export class TransactionKv {
 
 declare module '@queen-mq/client' {
   interface Queen {
-    /** The KV (installed by importing `@queen-mq/kv`). */
+    /** The KV (installed by importing `@queen-mq/kv` or `queen-mq`). */
     readonly kv: KvClient;
   }
   interface TransactionBuilder {
-    /** KV ops in this transaction (installed by importing `@queen-mq/kv`). */
+    /** KV ops in this transaction (installed by importing `@queen-mq/kv` or `queen-mq`). */
     readonly kv: TransactionKv;
   }
 }
