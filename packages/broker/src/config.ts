@@ -52,6 +52,16 @@ export function checkJwtSecret(secret: string | undefined): void {
   }
 }
 
+/**
+ * Throws, at start-up, for `*` in QUEEN_CORS_ORIGINS without auth: every web
+ * page could then drive the broker, which is what the origin checks are for.
+ */
+export function checkCorsOrigins(origins: readonly string[], authEnabled: boolean): void {
+  if (origins.includes('*') && !authEnabled) {
+    throw new Error('QUEEN_CORS_ORIGINS=* needs QUEEN_AUTH_ENABLED=true: without auth any web page could push, pop and ack; list the origins instead');
+  }
+}
+
 function corsOrigins(raw: string | undefined): string[] {
   if (raw === undefined || raw.trim() === '') return [];
   return raw.split(',').map((entry) => {
@@ -121,6 +131,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     throw new Error('QUEEN_AUTH_ENABLED=true needs QUEEN_JWT_SECRET or QUEEN_API_KEYS: otherwise no token could ever be accepted');
   }
   checkJwtSecret(env.QUEEN_JWT_SECRET || undefined);
+  const origins = corsOrigins(env.QUEEN_CORS_ORIGINS);
+  checkCorsOrigins(origins, authEnabled);
   const encryptionKey = env.QUEEN_ENCRYPTION_KEY || undefined;
   if (encryptionKey !== undefined && !/^[0-9a-fA-F]{64}$/.test(encryptionKey)) {
     throw new Error('QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key)');
@@ -150,7 +162,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     roleReadWrite: env.QUEEN_ROLE_READ_WRITE || 'read-write',
     roleAdmin: env.QUEEN_ROLE_ADMIN || 'admin',
     encryptionKey,
-    corsOrigins: corsOrigins(env.QUEEN_CORS_ORIGINS),
+    corsOrigins: origins,
     requestTimeoutMs: int(env, 'QUEEN_REQUEST_TIMEOUT_MS', 30000),
     maxConnections: int(env, 'QUEEN_MAX_CONNECTIONS', 10000),
   };

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { QueenError } from '@queen-mq/protocol';
-import type { BrokerConfig } from './config.js';
+import { checkCorsOrigins, type BrokerConfig } from './config.js';
 
 // What a web page may do to a broker (PROTOCOL §1.1). A broker on a
 // developer's machine runs with auth off, so the browser is the attacker's
@@ -30,7 +30,8 @@ function hostName(header: string): string {
  * loopback-bound broker, the refusal of cross-site browser requests from
  * unlisted origins, and CORS for the listed ones.
  */
-export function registerOriginGuards(app: FastifyInstance, config: Pick<BrokerConfig, 'host' | 'corsOrigins'>): void {
+export function registerOriginGuards(app: FastifyInstance, config: Pick<BrokerConfig, 'host' | 'corsOrigins' | 'authEnabled'>): void {
+  checkCorsOrigins(config.corsOrigins, config.authEnabled);
   const anyOrigin = config.corsOrigins.includes('*');
   const listed = new Set(config.corsOrigins);
   const allowed = (origin: string | undefined) => origin !== undefined && (anyOrigin || listed.has(origin));

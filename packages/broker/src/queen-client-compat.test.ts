@@ -148,6 +148,16 @@ describe('Queen client bodies', () => {
     expect(await cursor(queue)).toEqual({ acked: '0', leased: true }); // autoAck absent = false
   });
 
+  it("subscriptionMode=new-only (Queen v1's older spelling of new) starts a group at join time", async () => {
+    const queue = uniqueName('newonly');
+    await pushN(queue, 2);
+    const first = await pop(queue, '&consumerGroup=late&subscriptionMode=new-only');
+    expect(first.status).toBe(204);
+    expect((await post('/api/v1/push', { items: [{ queue, partition: 'Default', payload: 'after' }] })).status).toBe(201);
+    const next = await pop(queue, '&consumerGroup=late');
+    expect(next.body.messages.map((m: any) => m.data)).toEqual(['after']);
+  });
+
   it('streams routes: register, cycle and state read with null optional fields', async () => {
     const source = uniqueName('ssrc');
     await pushN(source, 1);

@@ -1,9 +1,11 @@
 import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Authenticator, bearerToken } from './auth.js';
 import { readConfig } from './config.js';
+import { registerOriginGuards } from './origin.js';
 
 // Safe defaults (issue 13 item 4, PROTOCOL §1.1/§1.2): what a web page the
 // developer has open, or a slow or greedy client, can do to a broker. Over
@@ -181,6 +183,10 @@ describe('browsers', () => {
     expect(readConfig({ QUEEN_CORS_ORIGINS: 'http://localhost:3000, https://console.example.com' }).corsOrigins).toEqual(['http://localhost:3000', 'https://console.example.com']);
     expect(() => readConfig({ QUEEN_CORS_ORIGINS: 'https://console.example.com/' })).toThrow(/QUEEN_CORS_ORIGINS/);
     expect(() => readConfig({ QUEEN_CORS_ORIGINS: 'console.example.com' })).toThrow(/QUEEN_CORS_ORIGINS/);
+    // Any origin without auth would hand the broker to every page: refused, from the environment or from code.
+    expect(() => readConfig({ QUEEN_CORS_ORIGINS: '*' })).toThrow(/QUEEN_AUTH_ENABLED/);
+    expect(readConfig({ QUEEN_CORS_ORIGINS: '*', QUEEN_AUTH_ENABLED: 'true', QUEEN_API_KEYS: `[{"key":"${KEY}","level":"admin"}]` }).corsOrigins).toEqual(['*']);
+    expect(() => registerOriginGuards(Fastify(), { host: '127.0.0.1', corsOrigins: ['*'], authEnabled: false })).toThrow(/QUEEN_AUTH_ENABLED/);
   });
 });
 
