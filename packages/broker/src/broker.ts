@@ -34,6 +34,12 @@ export interface RunningBroker {
   url: string;
   databaseUrl: string;
   embedded?: EmbeddedPostgresHandle;
+  /**
+   * Drains and stops: stops accepting, answers parked pops 204, waits for
+   * requests in flight and background passes, closes the pool, and stops the
+   * embedded PostgreSQL last. Bounding it in time is the caller's choice
+   * (apps/broker exits after `shutdownTimeoutMs`).
+   */
   close(): Promise<void>;
 }
 
@@ -56,13 +62,13 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     databaseUrl = embedded.url;
   }
 
-  const db = new Database(databaseUrl, config);
+  const db = new Database(databaseUrl, config, log);
   const sources = [brokerMigrations, ...(options.migrations ?? [])];
   const applied = await migrate(db.pool, sources);
   if (applied.length) log.info({ applied }, 'migrations applied');
   db.connected = true;
 
-  const notifier = new PushNotifier(databaseUrl, log);
+  const notifier = new PushNotifier(databaseUrl, log, db);
   await notifier.start();
 
   const shutdown = new AbortController();
@@ -87,12 +93,17 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
+      // Stop accepting (the listening socket closes; idle keep-alive
+      // connections too), answer parked pops 204, and let requests in flight
+      // and background passes finish on a pool that is still open.
+      const httpClosed = app.close();
       shutdown.abort();
       notifier.wakeAll();
-      for (const s of services) await s.stop();
-      await app.close();
+      await Promise.all(services.map((s) => s.stop()));
+      await httpClosed;
       await notifier.close();
       await db.close();
+      // Last: everything above may still have needed it.
       await embedded?.stop();
     })());
 

@@ -15,6 +15,10 @@ export interface BrokerConfig {
   partitionCleanupS: number;
   timerPollMs: number;
   poolSize: number;
+  /** QUEEN_STATEMENT_TIMEOUT_MS: server-side bound of one ordinary statement (0 = none); a long-poll pop waits outside SQL. */
+  statementTimeoutMs: number;
+  /** QUEEN_SHUTDOWN_TIMEOUT_MS: how long SIGTERM/SIGINT may drain before the process exits anyway. */
+  shutdownTimeoutMs: number;
   logLevel: string;
   /** PROTOCOL §1.4: off by default, every route open and producerSub null. */
   authEnabled: boolean;
@@ -152,6 +156,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     partitionCleanupS: int(env, 'QUEEN_PARTITION_CLEANUP_S', 2592000),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', 200),
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
+    statementTimeoutMs: int(env, 'QUEEN_STATEMENT_TIMEOUT_MS', 30000),
+    shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', 25000),
     logLevel: env.QUEEN_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info',
     authEnabled,
     jwtSecret: env.QUEEN_JWT_SECRET || undefined,

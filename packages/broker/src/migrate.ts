@@ -34,8 +34,19 @@ export async function expectedVersion(source: MigrationSource): Promise<number> 
  */
 export async function migrate(pool: pg.Pool, sources: MigrationSource[]): Promise<string[]> {
   const client = await pool.connect();
+  // A checked-out client has no error listener of the pool's: PostgreSQL
+  // going away mid-migration must fail the statement in flight, not crash
+  // the process with an unhandled 'error' event.
+  let lost: Error | undefined;
+  const onError = (err: Error) => {
+    lost = err;
+  };
+  client.on('error', onError);
   const applied: string[] = [];
   try {
+    // Waiting for another broker's migrations, or one big migration, may
+    // outlast the statement timeout of ordinary requests.
+    await client.query('set statement_timeout = 0');
     await client.query('select pg_advisory_lock($1)', [LOCK_KEY]);
     await client.query(`create schema if not exists queen;
       create table if not exists queen.migrations (owner text not null, name text not null,
@@ -64,8 +75,12 @@ export async function migrate(pool: pg.Pool, sources: MigrationSource[]): Promis
       }
     }
   } finally {
-    await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);
-    client.release();
+    if (!lost) {
+      await client.query('select pg_advisory_unlock($1)', [LOCK_KEY]).catch(() => undefined);
+      await client.query('reset statement_timeout').catch(() => undefined);
+    }
+    client.removeListener('error', onError);
+    client.release(lost);
   }
   return applied;
 }

@@ -1,8 +1,12 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { isUnavailable, type Database } from './database.js';
 
 const PUBLISH_GAP_MS = 10;
+/** Backoff of the LISTEN reconnect; capped low so cross-broker wake-ups resume within a second. */
+const RETRY_FIRST_MS = 100;
+const RETRY_MAX_MS = 1000;
 
 /**
  * Wakes parked long-polls. A write on this process wakes them directly and is
@@ -21,39 +25,90 @@ export class PushNotifier {
   private client?: pg.Client;
   private closed = false;
   private retryTimer?: NodeJS.Timeout;
+  private retryDelay = RETRY_FIRST_MS;
+  private connecting = false;
+  private listened = false;
   private readonly unpublished = new Set<string>();
   private publishing = false;
 
-  constructor(private readonly url: string, private readonly log: Logger) {
+  /**
+   * `db`, when given, is where an outage is reported and logged (once, for
+   * the whole broker): the LISTEN connection then reconnects quietly, and at
+   * once when the pool sees PostgreSQL again.
+   */
+  constructor(private readonly url: string, private readonly log: Logger, private readonly db?: Database) {
     this.events.setMaxListeners(0);
+    db?.on('up', () => {
+      if (this.client || this.closed || this.connecting) return;
+      clearTimeout(this.retryTimer);
+      this.retryTimer = undefined;
+      this.retryDelay = RETRY_FIRST_MS;
+      this.reconnectLater(0);
+    });
   }
 
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url });
+    const client = new pg.Client({ connectionString: this.url, keepAlive: true, keepAliveInitialDelayMillis: 10000, application_name: 'queen-listen' });
     let backendPid = 0;
     client.on('notification', (msg) => {
       // Our own publishes come back too; the local wake-up already happened.
       if (msg.channel === 'queen_push' && msg.payload && msg.processId !== backendPid) this.events.emit(msg.payload);
     });
-    client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'listen connection lost; reconnecting');
+    // Only the live client's loss matters: a late 'end' of a replaced one must not drop its successor.
+    const lost = (err?: Error) => {
+      if (this.client !== undefined && this.client !== client) return;
+      if (err && !this.closed) this.reportLoss(err);
       this.reconnectLater();
-    });
-    client.on('end', () => this.reconnectLater());
-    await client.connect();
-    backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
-    await client.query('listen queen_push');
+    };
+    const ended = () => lost();
+    client.on('error', lost);
+    client.on('end', ended);
+    try {
+      await client.connect();
+      backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      await client.query('listen queen_push');
+    } catch (err) {
+      client.removeListener('end', ended);
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    const reconnected = this.listened;
+    this.listened = true;
     this.client = client;
+    this.retryDelay = RETRY_FIRST_MS;
+    if (this.closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    // Wake-ups published while we were not listening are lost: parked pops look again now.
+    if (reconnected) this.wakeAll();
   }
 
-  private reconnectLater(): void {
+  private reportLoss(err: Error): void {
+    if (this.db && isUnavailable(err)) {
+      this.db.markDown(err);
+      this.log.debug({ err: err.message }, 'listen connection lost; reconnecting');
+    } else this.log.warn({ err: err.message }, 'listen connection lost; reconnecting');
+  }
+
+  private reconnectLater(delay = this.retryDelay): void {
     if (this.closed || this.retryTimer) return;
     this.client = undefined;
     // Parked pops re-check every second anyway, so a gap here delays, never loses.
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
-      this.start().catch(() => this.reconnectLater());
-    }, 1000);
+      this.connecting = true;
+      this.start().then(
+        () => {
+          this.connecting = false;
+        },
+        () => {
+          this.connecting = false;
+          this.retryDelay = Math.min(this.retryDelay * 2, RETRY_MAX_MS);
+          this.reconnectLater();
+        },
+      );
+    }, delay);
     this.retryTimer.unref();
   }
 
@@ -77,24 +132,34 @@ export class PushNotifier {
         await new Promise((r) => setTimeout(r, PUBLISH_GAP_MS));
       }
     } catch (err) {
-      if (!this.closed) this.log.warn({ err: (err as Error).message }, 'could not publish a wake-up to other brokers');
+      // While PostgreSQL is down the Database has said so once; this is just a symptom.
+      if (!this.closed) this.log[isUnavailable(err) ? 'debug' : 'warn']({ err: (err as Error).message }, 'could not publish a wake-up to other brokers');
     } finally {
       this.publishing = false;
     }
   }
 
-  /** Resolves on a push to `queue`, after `ms`, or when `signal` aborts. */
-  wait(queue: string, ms: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves on a push to `queue`, after `ms`, or when any of `signals`
+   * aborts. Each signal gets a listener for this wait only, removed when it
+   * ends: combining a request's signal with the broker-lifetime shutdown
+   * signal through AbortSignal.any would leave one entry per wait on the
+   * long-lived signal (Node 20 keeps them until it aborts).
+   */
+  wait(queue: string, ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.events.off(queue, done);
-        signal?.removeEventListener('abort', done);
+        for (const s of signals) s?.removeEventListener('abort', done);
         resolve();
       };
       const timer = setTimeout(done, Math.max(0, ms));
       this.events.on(queue, done);
-      signal?.addEventListener('abort', done, { once: true });
+      for (const s of signals) {
+        if (s?.aborted) return done();
+        s?.addEventListener('abort', done, { once: true });
+      }
     });
   }
 

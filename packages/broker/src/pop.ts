@@ -122,7 +122,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           parked = true;
           metricsOf(ctx).longPollWaiting.inc();
         }
-        await ctx.notifier.wait(params.queue, Math.min(left, 1000), AbortSignal.any([gone.signal, ctx.shutdown]));
+        await ctx.notifier.wait(params.queue, Math.min(left, 1000), gone.signal, ctx.shutdown);
         if (gone.signal.aborted) return reply.code(204).send();
       }
     } finally {

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { MaintenanceRunResult, MaintenanceTask } from '@queen-mq/protocol';
+import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 
 /**
@@ -40,6 +40,8 @@ export async function runMaintenance(
 ): Promise<MaintenanceRunResult | null> {
   const step = <T>(fn: (client: pg.PoolClient) => Promise<T>) =>
     ctx.db.transaction(async (client): Promise<{ value: T } | null> => {
+      // A pass may legitimately outlast the statement timeout of ordinary requests.
+      await client.query('set local statement_timeout = 0');
       if (wait) await client.query('select pg_advisory_xact_lock($1)', [MAINTENANCE_LOCK]);
       else {
         const { rows } = await client.query<{ ok: boolean }>('select pg_try_advisory_xact_lock($1) as ok', [MAINTENANCE_LOCK]);
@@ -96,12 +98,15 @@ export async function runMaintenance(
 export function retentionService(ctx: BrokerContext): { stop(): Promise<void> } {
   let running: Promise<unknown> | undefined;
   const tick = () => {
-    if (running || ctx.shutdown.aborted) return;
+    // Skipped while PostgreSQL is down: the Database logged that once and probes for it.
+    if (running || ctx.shutdown.aborted || !ctx.db.available) return;
     running = runMaintenance(ctx, allMaintenanceTasks, false)
       .then((r) => {
         if (r && (r.retention.segmentsDropped || r.partitions.deleted)) ctx.log.info(r, 'maintenance pass');
       })
-      .catch((err) => ctx.log.warn({ err }, 'maintenance pass failed'))
+      .catch((err) => {
+        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) ctx.log.warn({ err }, 'maintenance pass failed');
+      })
       .finally(() => {
         running = undefined;
       });

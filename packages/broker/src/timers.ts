@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { Counter } from 'prom-client';
-import type { TimerResult, TxnTimer } from '@queen-mq/protocol';
+import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
@@ -44,6 +44,10 @@ export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], 
   }));
   const { rows } = await client.query<{ r: TimerResult[] }>('select queen.log_timers_schedule_v1($1::jsonb, $2) as r', [JSON.stringify(wire), producerSub]);
   return rows[0]!.r;
+}
+
+function isDbUnavailable(err: unknown): boolean {
+  return err instanceof QueenError && err.code === 'DB_UNAVAILABLE';
 }
 
 const firedCounters = new WeakMap<BrokerContext, Counter>();
@@ -128,16 +132,23 @@ export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
   let running: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  const again = () => {
+    if (stopped) return;
+    timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
+    timer.unref();
+  };
   const tick = () => {
     if (stopped || ctx.shutdown.aborted) return;
+    // While PostgreSQL is down the Database probes for it and has logged the
+    // outage once; a pass now would only fail (and log) every poll.
+    if (!ctx.db.available) return again();
     running = fireDueTimers(ctx)
-      .catch((err) => ctx.log.warn({ err }, 'timer fire pass failed'))
+      .catch((err) => {
+        if (!isDbUnavailable(err)) ctx.log.warn({ err }, 'timer fire pass failed');
+      })
       .finally(() => {
         running = undefined;
-        if (!stopped) {
-          timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
-          timer.unref();
-        }
+        again();
       });
   };
   timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
