@@ -12,12 +12,22 @@ export interface CliIO {
   signal?: AbortSignal;
 }
 
-/** The real process: stdio, environment, and SIGINT/SIGTERM as the stop signal. */
+/**
+ * The real process: stdio, environment, and SIGINT/SIGTERM as the stop
+ * signal. A second signal exits at once (128 + signal number).
+ */
 export function processIO(): CliIO {
   const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  // `on`, not `once`: the broker's embedded-PostgreSQL signal handler stops
+  // the server and exits by itself when it is the signal's only listener. A
+  // `once` listener is removed before it runs, so `queen dev` would lose its
+  // database mid-drain and exit 130 instead of closing the broker first.
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stop.signal.aborted) process.exit(signal === 'SIGINT' ? 130 : 143);
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, signal: stop.signal };
 }
 
