@@ -52,7 +52,11 @@ export function registerOriginGuards(app: FastifyInstance, config: Pick<BrokerCo
     if (listed.size > 0) {
       // The answer depends on Origin: caches must not hand one origin's answer to another.
       reply.header('Vary', 'Origin');
-      if (allowed(origin)) reply.header('Access-Control-Allow-Origin', origin!);
+      if (allowed(origin)) {
+        reply.header('Access-Control-Allow-Origin', origin!);
+        // A page can read only the headers named here: the pop's paused flag is one it needs.
+        reply.header('Access-Control-Expose-Headers', 'X-Queen-Pop-Paused');
+      }
     }
   });
 

@@ -163,6 +163,7 @@ describe('browsers', () => {
     const push = await raw(cors, 'POST', '/api/v1/push', { origin: LISTED, 'sec-fetch-site': 'same-site', 'content-type': 'application/json', authorization: `Bearer ${KEY}` }, body);
     expect(push.status).toBe(201);
     expect(push.headers['access-control-allow-origin']).toBe(LISTED);
+    expect(push.headers['access-control-expose-headers']).toBe('X-Queen-Pop-Paused');
     // An error answer to a listed origin is readable by its page too.
     const denied = await raw(cors, 'POST', '/api/v1/push', { origin: LISTED, 'sec-fetch-site': 'same-site', 'content-type': 'application/json' }, body);
     expect([denied.status, denied.body.code, denied.headers['access-control-allow-origin']]).toEqual([401, 'AUTH_REQUIRED', LISTED]);
