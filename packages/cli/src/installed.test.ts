@@ -171,11 +171,16 @@ describe('the full install: queen dev from @queen-mq/cli, the examples against i
     });
   }, 360000);
 
+  /** Sends `signal` and answers the exit code. */
+  const stopBroker = (signal: NodeJS.Signals) => {
+    const exited = new Promise<number | null>((resolve) => broker!.once('exit', (code) => resolve(code)));
+    broker!.kill(signal);
+    return exited;
+  };
+
   afterAll(async () => {
-    if (!broker || broker.exitCode !== null) return;
-    const exited = new Promise((resolve) => broker!.once('exit', resolve));
-    broker.kill('SIGINT');
-    await exited;
+    // Only when a test failed before the last one stopped it.
+    if (broker && broker.exitCode === null && broker.signalCode === null) await stopBroker('SIGINT');
   }, 60000);
 
   it('every @queen-mq package came from its tarball, in one copy each (queen.kv patches the one Queen class)', () => {
@@ -275,5 +280,10 @@ await queen.close()
       fired: [{ data: { user: 42 }, transactionId: 'reminder-42' }],
       counter: 1,
     });
+  }, 60000);
+
+  it('queen dev stops on Ctrl-C (SIGINT) with exit code 0, its embedded PostgreSQL with it', async () => {
+    expect(await stopBroker('SIGINT')).toBe(0);
+    expect(existsSync(join(app(), '.queen', 'pg', 'postmaster.pid'))).toBe(false);
   }, 60000);
 });
