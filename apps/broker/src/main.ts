@@ -20,12 +20,27 @@ const log = pino({ level: process.env.QUEEN_LOG_LEVEL ?? 'info' });
 try {
   const broker = await startBroker({ logger: log, ...brokerComposition() });
   log.info({ url: broker.url, database: broker.embedded ? `embedded PostgreSQL on port ${broker.embedded.port}` : 'DATABASE_URL' }, `Queen broker listening on ${broker.url}`);
+  const timeoutMs = broker.ctx.config.shutdownTimeoutMs;
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second Ctrl-C means "now": the embedded PostgreSQL still gets its SIGINT on exit.
+      log.warn({ signal }, 'second signal while draining: exiting now');
+      process.exit(1);
+    }
     stopping = true;
-    log.info({ signal }, 'shutting down');
-    await broker.close();
+    log.info({ signal, timeoutMs }, 'shutting down: draining requests in flight');
+    const deadline = setTimeout(() => {
+      log.error({ timeoutMs }, 'shutdown deadline passed: exiting with work unfinished');
+      process.exit(1);
+    }, timeoutMs);
+    try {
+      await broker.close();
+    } catch (err) {
+      log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+    clearTimeout(deadline);
     log.info('stopped');
     process.exit(0);
   };
