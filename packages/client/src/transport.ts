@@ -41,6 +41,30 @@ export function withQuery(path: string, query?: Record<string, QueryValue>): str
 }
 
 /**
+ * The signal of one attempt: aborted by the caller's signal or after
+ * `timeoutMs` (reason: a TimeoutError, as AbortSignal.timeout gives). `done()`
+ * removes the listener and the timer. Combining with AbortSignal.any instead
+ * would leave an entry per request on a long-lived caller signal (a runner's
+ * stop signal) on Node 20, and keep each timeout signal alive for its whole
+ * timeout.
+ */
+function boundnal(caller: AbortSignal | undefined, timeoutMs: number): { signal: AbortSignal; done(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(caller!.reason);
+  const timer = setTimeout(() => controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), timeoutMs);
+  timer.unref(); // like AbortSignal.timeout: the request's socket is what keeps the process alive
+  if (caller?.aborted) controller.abort(caller.reason);
+  else caller?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    done() {
+      clearTimeout(timer);
+      caller?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/**
  * JSON over undici with the retry rules of the client: one keep-alive agent
  * per client, a per-attempt timeout of our own (undici's header/body timeouts
  * are off so long-poll pops are governed by it), catalogue errors for non-2xx.
@@ -68,9 +92,9 @@ export class Transport {
       const canRetry = attempt < this.options.retries;
       let status: number;
       let text: string;
+      const bound = boundnal(opts.signal, timeoutMs);
       try {
-        const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
-        const res = await undiciRequest(url, { method: method as Dispatcher.HttpMethod, headers, body, signal, dispatcher: this.dispatcher });
+        const res = await undiciRequest(url, { method: method as Dispatcher.HttpMethod, headers, body, signal: bound.signal, dispatcher: this.dispatcher });
         status = res.statusCode;
         text = await res.body.text();
       } catch (err) {
@@ -79,6 +103,8 @@ export class Transport {
         if (!retry) throw err;
         await sleep(backoffDelay(attempt, this.options), opts.signal);
         continue;
+      } finally {
+        bound.done();
       }
 
       if (status >= 200 && status < 300) {
