@@ -102,7 +102,8 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
       for (const listener of process.listeners(signal)) {
         if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener as (...args: unknown[]) => void);
       }
-      process.on(signal, onSignal);
+      // First in line, so that it still sees a `once` handler of the owner (removed before it runs).
+      process.prependListener(signal, onSignal);
     }
     return mod.default;
   })());
