@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QueenError } from '@queen-mq/protocol';
+import { setMaintenanceTask } from './retention.js';
+import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+
+// QUEEN_STATEMENT_TIMEOUT_MS bounds ordinary statements on the server; a
+// long-poll pop waits in JS between short claims, so it is never cut.
+
+let b: TestBroker;
+beforeAll(async () => {
+  b = await startTestBroker({ config: { statementTimeoutMs: 300 } });
+});
+afterAll(async () => b?.stop());
+
+describe('statement timeout', () => {
+  it('every pool connection carries it; a statement past it answers DB_UNAVAILABLE without marking the database down', async () => {
+    expect((await b.ctx.db.query<{ statement_timeout: string }>('show statement_timeout')).rows[0]!.statement_timeout).toBe('300ms');
+    const err = await b.ctx.db.query('select pg_sleep(1)').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QueenError);
+    expect((err as QueenError).code).toBe('DB_UNAVAILABLE');
+    expect(b.ctx.db.available).toBe(true);
+    expect((await b.http('GET', '/health')).body.database).toBe('connected');
+  });
+
+  it('a long-poll pop parked 1.5 s (five times the bound) answers 204, not 503', async () => {
+    const t0 = Date.now();
+    const r = await b.http('GET', `/api/v1/pop/queue/${uniqueName('st')}?wait=true&timeout=1500`);
+    expect(r.status).toBe(204);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1500);
+  });
+
+  it('a maintenance pass runs without the bound (a task slower than it still completes)', async () => {
+    setMaintenanceTask(b.ctx, 'kv', async (client) => {
+      await client.query('select pg_sleep(0.6)');
+      return 7;
+    });
+    const r = await b.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });
+    expect(r.status).toBe(200);
+    expect(r.body.kv).toEqual({ expiredPurged: 7 });
+  });
+});
