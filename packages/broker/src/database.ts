@@ -109,8 +109,9 @@ export class Database extends EventEmitter {
   }
 
   /**
-   * PostgreSQL could not be reached: logs once per outage and starts the
-   * probe. Errors that are not about reachability are ignored.
+   * PostgreSQL could not be reached (callers pass only such errors: socket
+   * and session loss, refused connections): logs once per outage and starts
+   * the probe.
    */
   markDown(err: unknown): void {
     if (this.closed) return;
@@ -121,8 +122,6 @@ export class Database extends EventEmitter {
       const e = err as { code?: string; message?: string };
       this.log?.warn({ code: e?.code, reason: e?.message }, 'database unavailable; answering 503 DB_UNAVAILABLE until it is back');
       this.emit('down', err);
-    } else if (this.downSince === 0) {
-      this.downSince = Date.now(); // never up yet (start-up): no line, the caller reports
     }
     this.scheduleProbe();
   }
