@@ -138,3 +138,264 @@ create or replace function queen.iso(ts timestamptz) returns text
 language sql stable parallel safe as $$
   select to_char(ts at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
+
+-- State ops of one cycle element (PROTOCOL §7.4): every op a compare-and-set
+-- when it carries expected_version, applied in array order. Measured on a
+-- map stream, the op-by-op loop (a SELECT … FOR UPDATE, a nextval and an
+-- upsert per key) was most of a cycle's time; with distinct keys (what the
+-- engine sends) the same is three statements: lock and read every row, check
+-- every expectation, write. Repeated keys keep the op-by-op walk, where a
+-- later op sees the earlier one's version. Answers {applied, results}; a
+-- failed expectation raises QS001 (the element's savepoint undoes the rest).
+create function queen_streams.apply_state_ops_v1(p_qid uuid, p_pid uuid, p_ops jsonb) returns jsonb
+language plpgsql as $$
+declare
+  v_op       jsonb;
+  v_key      text;
+  v_expected bigint;
+  v_current  bigint;
+  v_version  bigint;
+  v_bad      record;
+  v_results  jsonb := '[]'::jsonb;
+  v_applied  int := 0;
+begin
+  if jsonb_array_length(p_ops) = 0 then
+    return jsonb_build_object('applied', 0, 'results', '[]'::jsonb);
+  end if;
+  if exists (select 1 from jsonb_array_elements(p_ops) e where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete') then
+    raise exception 'unknown state op type %',
+      (select e->>'type' from jsonb_array_elements(p_ops) e where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete' limit 1)
+      using errcode = '22023';
+  end if;
+
+  if (select count(distinct e->>'key') = count(*) from jsonb_array_elements(p_ops) e) then
+    -- Rows locked in key order (two cycles of one shard already serialise on
+    -- the advisory lock; the order keeps a raw caller's overlap deadlock-free).
+    perform 1 from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid
+       and s.key in (select e->>'key' from jsonb_array_elements(p_ops) e)
+     order by s.key for update;
+    select o.ord, o.key, o.expected, coalesce(s.version, 0) as current into v_bad
+      from (select n as ord, e->>'key' as key, (e->>'expected_version')::bigint as expected, e->>'type' as type
+              from jsonb_array_elements(p_ops) with ordinality as t(e, n)) o
+      left join queen_streams.state s on s.query_id = p_qid and s.partition_id = p_pid and s.key = o.key
+     where o.expected is not null
+       and (coalesce(s.version, 0) <> o.expected or (o.type = 'delete' and s.version is null))
+     order by o.ord limit 1;
+    if found then
+      perform queen_streams.fail('VERSION_CONFLICT',
+        format('Version conflict on state key %s: expected %s, current %s', v_bad.key, v_bad.expected, v_bad.current),
+        jsonb_build_object('key', v_bad.key, 'currentVersion', v_bad.current));
+    end if;
+
+    delete from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid
+       and s.key in (select e->>'key' from jsonb_array_elements(p_ops) e where e->>'type' = 'delete');
+    with ups as (
+      insert into queen_streams.state as s (query_id, partition_id, key, value, version, updated_at)
+      select p_qid, p_pid, o.e->>'key', coalesce(o.e->'value', 'null'::jsonb), nextval('queen_streams.state_version_seq'), now()
+        from (select e from jsonb_array_elements(p_ops) with ordinality as t(e, n) where e->>'type' = 'upsert' order by n) o
+      on conflict (query_id, partition_id, key)
+      do update set value = excluded.value, version = excluded.version, updated_at = excluded.updated_at
+      returning s.key, s.version
+    )
+    select jsonb_agg(jsonb_build_object('key', o.key, 'type', o.type, 'version', u.version) order by o.n)
+      into v_results
+      from (select n, e->>'key' as key, e->>'type' as type from jsonb_array_elements(p_ops) with ordinality as t(e, n)) o
+      left join ups u on o.type = 'upsert' and u.key = o.key;
+    return jsonb_build_object('applied', jsonb_array_length(p_ops), 'results', v_results);
+  end if;
+
+  for v_op in select e from jsonb_array_elements(p_ops) e loop
+    v_key := v_op->>'key';
+    v_expected := (v_op->>'expected_version')::bigint;
+    select s.version into v_current from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid and s.key = v_key
+       for update;
+    if not found then v_current := null; end if;
+    if v_expected is not null and (
+         coalesce(v_current, 0) <> v_expected
+         -- a delete with expected_version fails when the row is gone
+         or (v_op->>'type' = 'delete' and v_current is null)) then
+      perform queen_streams.fail('VERSION_CONFLICT',
+        format('Version conflict on state key %s: expected %s, current %s', v_key, v_expected, coalesce(v_current, 0)),
+        jsonb_build_object('key', v_key, 'currentVersion', coalesce(v_current, 0)));
+    end if;
+    if v_op->>'type' = 'upsert' then
+      v_version := nextval('queen_streams.state_version_seq');
+      insert into queen_streams.state as s (query_id, partition_id, key, value, version, updated_at)
+      values (p_qid, p_pid, v_key, coalesce(v_op->'value', 'null'::jsonb), v_version, now())
+      on conflict (query_id, partition_id, key)
+      do update set value = excluded.value, version = excluded.version, updated_at = excluded.updated_at;
+      v_results := v_results || jsonb_build_array(jsonb_build_object('key', v_key, 'type', 'upsert', 'version', v_version));
+    else
+      delete from queen_streams.state s where s.query_id = p_qid and s.partition_id = p_pid and s.key = v_key;
+      v_results := v_results || jsonb_build_array(jsonb_build_object('key', v_key, 'type', 'delete', 'version', null));
+    end if;
+    v_applied := v_applied + 1;
+  end loop;
+  return jsonb_build_object('applied', v_applied, 'results', v_results);
+end
+$$;
+
+-- A cycle's sink pushes (PROTOCOL §7.4): the whole list through
+-- queen.log_push_many_v1, the allocator a push request uses (append locks
+-- ascending, each target partition's run appended once, same dedup and
+-- offsets), instead of one queen.log_push_one_v1 call per output: a map
+-- stream appended 500 outputs per cycle one at a time, moving the sink
+-- partition's head 500 times. Items: [{partition_id? | queue + partition?,
+-- payload, transactionId?, traceId?, encrypted?}]. Answers the push_results
+-- array in item order.
+create function queen_streams.push_sink_items_v1(p_items jsonb, p_producer_sub text) returns jsonb
+language plpgsql as $$
+declare
+  v_items   jsonb;
+  v_missing jsonb;
+  v_out     jsonb;
+begin
+  if jsonb_array_length(p_items) = 0 then return '[]'::jsonb; end if;
+  -- The route passes partition ids (it ensured the partitions first); a raw
+  -- caller may name queue and partition, which must exist.
+  with t as (
+    select n, e, coalesce((e->>'partition_id')::uuid,
+             (select p.id from queen.partitions p where p.queue_name = e->>'queue' and p.name = coalesce(e->>'partition', 'Default'))) as pid
+      from jsonb_array_elements(p_items) with ordinality as x(e, n))
+  select jsonb_agg(jsonb_build_object('partition_id', t.pid, 'payload', coalesce(t.e->'payload', 'null'::jsonb),
+                     'transaction_id', t.e->>'transactionId', 'trace_id', t.e->>'traceId')
+                   || case when t.e ? 'encrypted' then jsonb_build_object('encrypted', t.e->'encrypted') else '{}'::jsonb end order by t.n),
+         (array_agg(t.e order by t.n) filter (where t.pid is null))[1]
+    into v_items, v_missing
+    from t;
+  if v_missing is not null then
+    raise exception 'partition %/% does not exist', v_missing->>'queue', coalesce(v_missing->>'partition', 'Default') using errcode = 'P0002';
+  end if;
+
+  select jsonb_agg(jsonb_build_object(
+           'index', r.n - 1, 'transaction_id', coalesce(i.e->>'transaction_id', r.message_id::text), 'status', r.status,
+           'message_id', r.message_id, 'partition_id', i.e->>'partition_id', 'queueName', p.queue_name, 'offset', r.off::text)
+         || case when r.status = 'queued' then jsonb_build_object('trace_id', o.e->'traceId') else '{}'::jsonb end
+         order by r.n)
+    into v_out
+    from queen.log_push_many_v1(v_items, p_producer_sub) with ordinality as r(status, message_id, off, n)
+    join jsonb_array_elements(v_items) with ordinality as i(e, n) on i.n = r.n
+    join jsonb_array_elements(p_items) with ordinality as o(e, n) on o.n = r.n
+    join queen.partitions p on p.id = (i.e->>'partition_id')::uuid;
+  return v_out;
+end
+$$;
+
+-- One cycle element, as in 003, with its state ops and sink pushes set-based
+-- (queen_streams.apply_state_ops_v1, queen_streams.push_sink_items_v1). Same
+-- locks in the same order, same answer.
+create or replace function queen_streams.apply_element(p_el jsonb) returns jsonb
+language plpgsql as $$
+declare
+  v_qid        uuid := (p_el->>'query_id')::uuid;
+  v_pid        uuid := (p_el->>'partition_id')::uuid;
+  v_group      text := coalesce(p_el->>'consumer_group', '__QUEUE_MODE__');
+  v_sub        text := p_el->>'producer_sub';
+  v_applied    int := 0;
+  v_state_res  jsonb := '[]'::jsonb;
+  v_push_res   jsonb := '[]'::jsonb;
+  v_ack        jsonb := p_el->'ack';
+  v_ack_res    jsonb := null;
+  v_msg_offset bigint;
+  v_cur        queen.cursors%rowtype;
+  v_k          bigint;
+  v_count      int;
+  v_release    boolean := coalesce((p_el->>'release_lease')::boolean, true);
+  v_released   boolean;
+  v_status     text;
+  v_lease      uuid;
+begin
+  -- Rank 3: the query row first (a drop or reset holding it FOR UPDATE makes
+  -- us wait, then find it gone), then the (query, partition) shard lock, so a
+  -- flush and a cycle of one shard serialise before either writes.
+  perform 1 from queen_streams.queries q where q.query_id = v_qid for key share;
+  if not found then
+    perform queen_streams.fail('QUERY_NOT_FOUND', 'Stream query not found');
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended(v_qid::text || ':' || v_pid::text, 0));
+
+  -- State ops, in array order, each a compare-and-set when expected_version is given.
+  v_state_res := queen_streams.apply_state_ops_v1(v_qid, v_pid, coalesce(p_el->'state_ops', '[]'::jsonb));
+  v_applied := (v_state_res->>'applied')::int;
+  v_state_res := coalesce(v_state_res->'results', '[]'::jsonb);
+
+  -- Sink pushes (rank 4): every target's append lock in ascending id order,
+  -- then each target partition's run through the one allocator.
+  v_push_res := queen_streams.push_sink_items_v1(coalesce(p_el->'push_items', '[]'::jsonb), v_sub);
+
+  -- The source ack (rank 5). Null = flush: cursor and lease untouched.
+  if v_ack is not null and jsonb_typeof(v_ack) = 'object' then
+    v_status := coalesce(v_ack->>'status', 'completed');
+    v_lease := (v_ack->>'leaseId')::uuid;
+    v_msg_offset := queen.message_offset_v1(v_pid, v_ack->>'transactionId');
+    if v_msg_offset is null then
+      perform queen_streams.fail('MESSAGE_NOT_FOUND', 'Message not found');
+    end if;
+
+    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+    values (v_pid, v_group, queen.log_cursor_start_v1(v_pid, v_group))
+    on conflict do nothing;
+    select * into v_cur from queen.cursors c where c.partition_id = v_pid and c.consumer_group = v_group for update;
+
+    -- Fencing: a retried or zombie cycle whose lease is gone rolls back with
+    -- its sink pushes (SEED "Why it is exactly-once").
+    if v_lease is not null then
+      if v_cur.lease_id is distinct from v_lease or v_cur.lease_expires_at <= now() then
+        perform queen_streams.fail('LEASE_EXPIRED', 'Invalid or expired lease');
+      end if;
+    end if;
+    if v_msg_offset <= v_cur.cursor_offset then
+      perform queen_streams.fail('ALREADY_ACKED', 'Message already acknowledged');
+    end if;
+    if v_lease is not null and v_msg_offset > v_cur.lease_last_offset then
+      perform queen_streams.fail('MESSAGE_NOT_LEASED', 'Message is beyond what this lease delivered');
+    end if;
+    if v_ack ? 'count' and v_ack->'count' <> 'null'::jsonb then
+      v_k := (v_ack->>'count')::bigint;
+      if queen.log_advance_v1(v_pid, v_cur.cursor_offset, v_k) is distinct from v_msg_offset then
+        perform queen_streams.fail('ACK_COUNT_MISMATCH',
+          format('ack.count %s does not land on the message at offset %s', v_k, v_msg_offset));
+      end if;
+    end if;
+
+    -- Retained messages this ack covers: the walk from the cursor, never cursor + K.
+    select count(*) into v_count from queen.messages m
+     where m.partition_id = v_pid and m.msg_offset > v_cur.cursor_offset and m.msg_offset <= v_msg_offset;
+
+    if v_status in ('failed', 'dlq') then
+      -- Cycle acks dead-letter immediately (compat), and the lease ends.
+      perform queen.log_dead_letter_v1(v_pid, v_group, v_msg_offset, coalesce(v_ack->>'error', 'Dead-lettered by stream cycle'),
+        coalesce((select f.retry_count from queen.failures f where f.partition_id = v_pid and f.consumer_group = v_group
+                   and f.msg_offset = v_msg_offset), 0));
+      v_release := true;
+    end if;
+
+    -- Like queen.log_move_cursor_v1, except that the lease ends only when the
+    -- cycle says so: release_lease:false is a gate's partial ack, and the lease
+    -- must run on (its expiry returns the denied tail), even when the cursor
+    -- reaches what the lease delivered.
+    update queen.cursors c
+       set cursor_offset = greatest(c.cursor_offset, v_msg_offset),
+           last_acked_at = now(),
+           lease_id          = case when v_release then null else c.lease_id end,
+           lease_expires_at  = case when v_release then null else c.lease_expires_at end,
+           lease_last_offset = case when v_release then null else c.lease_last_offset end
+     where c.partition_id = v_pid and c.consumer_group = v_group;
+    delete from queen.failures f
+     where f.partition_id = v_pid and f.consumer_group = v_group and f.msg_offset <= v_msg_offset;
+    -- lease_released tells the broker the partition is poppable again: it
+    -- wakes long-polls on every replica after commit (no NOTIFY in here).
+    v_released := v_release and v_cur.lease_id is not null;
+
+    v_ack_res := jsonb_build_object('success', true, 'count', v_count, 'lease_released', v_released,
+      'dlq', v_status in ('failed', 'dlq'), 'offset', v_msg_offset::text);
+  end if;
+
+  return jsonb_build_object('success', true, 'state_ops_applied', v_applied, 'state_results', v_state_res,
+    'push_results', v_push_res, 'ack_result', v_ack_res);
+end
+$$;
+
