@@ -49,11 +49,12 @@ alter function queen.log_ack_v1(text, jsonb) rename to log_ack_items_v1;
 -- highest acked offset and the lease ends once it reaches what the lease
 -- delivered, exactly where the item-by-item walk would put them. Anything
 -- else goes through queen.log_ack_items_v1 unchanged. Same locks, same order
--- (cursor rows created, then locked, ascending), same answer.
+-- (cursor rows created, then locked, ascending), same outcome. Answers the
+-- walk's per-item array, or for the common request the compact
+-- {offsets, released, names} that the broker expands (ack.ts).
 create function queen.log_ack_v1(p_group text, p_items jsonb) returns jsonb
 language plpgsql as $$
 declare
-  v_idx   int[];
   v_txid  text[];
   v_pid   uuid[];
   v_lease uuid[];
@@ -63,9 +64,9 @@ declare
   v_fast  boolean;
   v_out   jsonb;
 begin
-  select array_agg((e->>'idx')::int order by n), array_agg(e->>'transactionId' order by n), array_agg((e->>'partitionId')::uuid order by n),
+  select array_agg(e->>'transactionId' order by n), array_agg((e->>'partitionId')::uuid order by n),
          array_agg((e->>'leaseId')::uuid order by n), bool_and(coalesce(e->>'status', 'completed') in ('completed', 'success'))
-    into v_idx, v_txid, v_pid, v_lease, v_plain
+    into v_txid, v_pid, v_lease, v_plain
     from jsonb_array_elements(p_items) with ordinality as t(e, n);
   if not coalesce(v_plain, false) then
     return queen.log_ack_items_v1(p_group, p_items);
@@ -102,18 +103,21 @@ begin
     return queen.log_ack_items_v1(p_group, p_items);
   end if;
 
-  -- Answers first, from the cursor rows as found: leaseReleased is the item
-  -- whose cursor move reaches the lease's last offset, as in the walk.
-  select jsonb_agg(jsonb_build_object('index', r.idx, 'transactionId', r.txid, 'success', true, 'error', null, 'code', null,
-           'queueName', p.queue_name, 'partitionName', p.name, 'leaseReleased', coalesce(r.released, false), 'dlq', false,
-           'offset', r.off::text, 'alreadyAcked', false) order by r.idx)
+  -- The answer, compact: every item succeeded, so what differs per item is
+  -- its offset and whether its cursor move ended the lease (the item reaching
+  -- the lease's last offset, as in the walk); the broker expands it into the
+  -- per-item results (ack.ts). Building eleven-key JSON objects per item here
+  -- cost as much as the rest of the ack. Read from the cursor rows as found.
+  select jsonb_build_object(
+           'offsets', to_jsonb(array_agg(r.off::text order by r.n)),
+           'released', to_jsonb(array_agg(coalesce(r.released, false) order by r.n)),
+           'names', (select jsonb_object_agg(p.id, jsonb_build_array(p.queue_name, p.name)) from queen.partitions p where p.id = any(v_pids)))
     into v_out
-    from (select i.idx, i.txid, i.pid, i.off,
+    from (select i.n, i.off,
                  c.lease_id is not null and c.lease_last_offset is not null
                  and i.off = min(i.off) filter (where i.off >= c.lease_last_offset) over (partition by i.pid) as released
-            from unnest(v_idx, v_txid, v_pid, v_off) as i(idx, txid, pid, off)
-            join queen.cursors c on c.partition_id = i.pid and c.consumer_group = p_group) r
-    join queen.partitions p on p.id = r.pid;
+            from unnest(v_pid, v_off) with ordinality as i(pid, off, n)
+            join queen.cursors c on c.partition_id = i.pid and c.consumer_group = p_group) r;
 
   update queen.cursors c
      set cursor_offset = greatest(c.cursor_offset, m.last),
@@ -250,6 +254,9 @@ create function queen_streams.push_sink_items_v1(p_items jsonb, p_producer_sub t
 language plpgsql as $$
 declare
   v_items   jsonb;
+  v_pids    uuid[];
+  v_txids   text[];
+  v_traces  jsonb[];
   v_missing jsonb;
   v_out     jsonb;
 begin
@@ -263,23 +270,23 @@ begin
   select jsonb_agg(jsonb_build_object('partition_id', t.pid, 'payload', coalesce(t.e->'payload', 'null'::jsonb),
                      'transaction_id', t.e->>'transactionId', 'trace_id', t.e->>'traceId')
                    || case when t.e ? 'encrypted' then jsonb_build_object('encrypted', t.e->'encrypted') else '{}'::jsonb end order by t.n),
+         array_agg(t.pid order by t.n), array_agg(t.e->>'transactionId' order by t.n), array_agg(t.e->'traceId' order by t.n),
          (array_agg(t.e order by t.n) filter (where t.pid is null))[1]
-    into v_items, v_missing
+    into v_items, v_pids, v_txids, v_traces, v_missing
     from t;
   if v_missing is not null then
     raise exception 'partition %/% does not exist', v_missing->>'queue', coalesce(v_missing->>'partition', 'Default') using errcode = 'P0002';
   end if;
 
+  -- Inputs by array subscript (O(1)), not joined back as row sets.
   select jsonb_agg(jsonb_build_object(
-           'index', r.n - 1, 'transaction_id', coalesce(i.e->>'transaction_id', r.message_id::text), 'status', r.status,
-           'message_id', r.message_id, 'partition_id', i.e->>'partition_id', 'queueName', p.queue_name, 'offset', r.off::text)
-         || case when r.status = 'queued' then jsonb_build_object('trace_id', o.e->'traceId') else '{}'::jsonb end
+           'index', r.n - 1, 'transaction_id', coalesce(v_txids[r.n], r.message_id::text), 'status', r.status,
+           'message_id', r.message_id, 'partition_id', v_pids[r.n], 'queueName', p.queue_name, 'offset', r.off::text)
+         || case when r.status = 'queued' then jsonb_build_object('trace_id', v_traces[r.n]) else '{}'::jsonb end
          order by r.n)
     into v_out
     from queen.log_push_many_v1(v_items, p_producer_sub) with ordinality as r(status, message_id, off, n)
-    join jsonb_array_elements(v_items) with ordinality as i(e, n) on i.n = r.n
-    join jsonb_array_elements(p_items) with ordinality as o(e, n) on o.n = r.n
-    join queen.partitions p on p.id = (i.e->>'partition_id')::uuid;
+    join queen.partitions p on p.id = v_pids[r.n];
   return v_out;
 end
 $$;

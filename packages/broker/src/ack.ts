@@ -5,14 +5,43 @@ import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
 
 /**
+ * What queen.log_ack_v1 answers: the per-item results of its item-by-item
+ * walk, or, for the common request (every item completed inside its lease),
+ * the compact form below that ackResultsOf expands. Building the per-item
+ * objects in SQL cost as much as the rest of such an ack.
+ */
+export type AckAnswer = AckResult[] | { offsets: string[]; released: boolean[]; names: Record<string, [string, string]> };
+
+/** The per-item results of an ack answer, in input order. */
+export function ackResultsOf(items: { transactionId: string; partitionId: string }[], answer: AckAnswer): AckResult[] {
+  if (Array.isArray(answer)) return answer;
+  return items.map((item, index) => {
+    const [queueName, partitionName] = answer.names[item.partitionId] ?? [null, null];
+    return {
+      index,
+      transactionId: item.transactionId,
+      success: true,
+      error: null,
+      code: null,
+      queueName,
+      partitionName,
+      leaseReleased: answer.released[index]!,
+      dlq: false,
+      offset: answer.offsets[index]!,
+      alreadyAcked: false,
+    };
+  });
+}
+
+/**
  * Applies acks in one transaction via queen.log_ack_v1: items grouped by
  * (partition, group) in ascending offset order, one item's failure never
  * undoing another's; results in input order.
  */
 export async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
-  const { rows } = await ctx.db.query<{ r: AckResult[] }>('select queen.log_ack_v1($1, $2::jsonb) as r', [group, JSON.stringify(payload)]);
-  const results = rows[0]!.r;
+  const { rows } = await ctx.db.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [group, JSON.stringify(payload)]);
+  const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
   return results;
 }

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { ackResultsOf } from './ack.js';
 
 // queen.log_ack_v1 answers the common request (every item completed, inside
 // its lease) with one cursor move per partition, and hands everything else to
 // the item-by-item walk (queen.log_ack_items_v1). Both must agree to the
 // letter: here random requests run through each, from the same state, in
-// transactions rolled back, and the answers and cursor rows are compared.
+// transactions rolled back, and the answers (the compact one expanded as the
+// broker does) and cursor rows are compared.
 
 let b: TestBroker;
 beforeAll(async () => {
@@ -21,7 +23,7 @@ function rng(seed: number) {
 
 const walks = `select coalesce(sum(calls), 0)::int as n from pg_stat_xact_user_functions where funcname = 'log_ack_items_v1'`;
 
-async function run(fn: string, group: string, items: unknown[]) {
+async function run(fn: string, group: string, items: { transactionId: string; partitionId: string }[]) {
   const c = await b.sql.connect();
   try {
     await c.query('begin');
@@ -35,7 +37,7 @@ async function run(fn: string, group: string, items: unknown[]) {
          from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
     const after = await c.query(walks);
     await c.query('rollback');
-    return { answer: r.rows[0].r, cursors: cursors.rows, walked: after.rows[0].n > before.rows[0].n };
+    return { answer: ackResultsOf(items, r.rows[0].r), cursors: cursors.rows, walked: after.rows[0].n > before.rows[0].n };
   } finally {
     c.release();
   }
