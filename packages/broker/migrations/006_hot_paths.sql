@@ -71,11 +71,29 @@ begin
   if not coalesce(v_plain, false) then
     return queen.log_ack_items_v1(p_group, p_items);
   end if;
-  select array_agg(o.msg_offset order by o.ord), bool_and(o.msg_offset is not null)
+  -- Which messages: a consumer acks what its lease delivered, so each leased
+  -- partition's range (cursor, lease_last] is read once and the items are
+  -- matched against it by their wire transactionId, instead of two index
+  -- probes per item. Anything not found that way (no leaseId, a lease gone,
+  -- an id spelled otherwise) is resolved one by one, as the walk would.
+  select array_agg(m.msg_offset order by i.n), bool_and(m.msg_offset is not null)
     into v_off, v_plain
-    from queen.message_offsets_v1(v_pid, v_txid) o;
-  if not v_plain then
-    return queen.log_ack_items_v1(p_group, p_items);
+    from unnest(v_pid, v_txid, v_lease) with ordinality as i(pid, txid, lease, n)
+    left join (
+      select m.partition_id, m.msg_offset, coalesce(m.transaction_id, m.id::text) as txid
+        from (select distinct c.partition_id, c.cursor_offset, c.lease_last_offset
+                from unnest(v_pid, v_lease) as l(pid, lease)
+                join queen.cursors c on c.partition_id = l.pid and c.consumer_group = p_group and c.lease_id = l.lease) r
+        join queen.messages m on m.partition_id = r.partition_id
+                             and m.msg_offset > r.cursor_offset and m.msg_offset <= r.lease_last_offset
+    ) m on m.partition_id = i.pid and m.txid = i.txid;
+  if not coalesce(v_plain, false) then
+    select array_agg(o.msg_offset order by o.ord), bool_and(o.msg_offset is not null)
+      into v_off, v_plain
+      from queen.message_offsets_v1(v_pid, v_txid) o;
+    if not v_plain then
+      return queen.log_ack_items_v1(p_group, p_items);
+    end if;
   end if;
 
   select array_agg(distinct x order by x) into v_pids from unnest(v_pid) x;
