@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { routes, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
 
@@ -33,6 +34,9 @@ export function ackResultsOf(items: { transactionId: string; partitionId: string
   });
 }
 
+/** The SQL of an ack request, parsed once per connection. */
+const ACK_SQL: NamedStatement = { name: 'queen_ack', text: 'select queen.log_ack_v1($1, $2::jsonb) as r' };
+
 /**
  * Applies acks in one transaction via queen.log_ack_v1: items grouped by
  * (partition, group) in ascending offset order, one item's failure never
@@ -40,7 +44,7 @@ export function ackResultsOf(items: { transactionId: string; partitionId: string
  */
 export async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
-  const { rows } = await ctx.db.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [group, JSON.stringify(payload)]);
+  const { rows } = await ctx.db.query<{ r: AckAnswer }>(ACK_SQL, [group, JSON.stringify(payload)]);
   const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
   return results;

@@ -2,12 +2,16 @@ import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
+
+/** The cycle statement, parsed once per connection. */
+const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
 
 /** A sink push as the allocator takes it. */
 interface SinkItem {
@@ -81,7 +85,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
     };
     let out: { idx: number; result: CycleResult }[];
     try {
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>('select queen.log_streams_cycle_v1($1::jsonb) as r', [
+      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [
         JSON.stringify([element]),
       ]);
       out = rows[0]!.r;
