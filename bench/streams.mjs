@@ -1,29 +1,26 @@
 // Streams benchmark. Writes bench/results/streams.json and prints what it measured.
-//   (1) one stream runner (a child process, so its RSS is its own): a tumbling
-//       aggregate over 8 source partitions, batch 500, msg/s — against a raw-SQL
-//       ceiling doing the same work through `pg` on the same database: pop
-//       (queen.log_pop_v1), state read + upserts/deletes + sink pushes + ack
-//       (queen.log_streams_cycle_v1, which upserts queen_streams.state and calls
-//       queen.log_push_one_v1), one transaction per batch. Targets: ratio ≥ 50%,
-//       runner RSS ≤ 120 MB.
-//   (2) a gate that always allows vs a stateless map chain on the same data,
-//       both pushing every message to a sink. Target: ratio ≥ 70%.
-// Every path reads the same pre-pushed messages through its own consumer group.
-// Runs against the built dist/ packages (`npm run build` first). Knobs:
-// BENCH_PER_PARTITION (messages per source partition, 10000), BENCH_GATE_MESSAGES
-// (messages read by each run of (2), 6000), DATABASE_URL
-// (else an embedded PostgreSQL).
+// One stream runner (a child process, so its RSS is its own) against the broker
+// (another child), batch 500, 8 source partitions, for
+//   (a) a stateless map → queue sink (one output per input),
+//   (b) a tumbling aggregate (few outputs),
+// each against a plain-SQL cycle ceiling written without any SQL function of
+// ours: per cycle one transaction taking an advisory lock, reading the cursor,
+// 500 rows and the state rows, upserting/deleting state, allocating sink
+// offsets (one head move) and inserting the outputs, advancing the cursor.
+// Also (c) two runners of one query against one runner, (d) a gate that
+// always allows against the map. Paths alternate, twice each; each summary
+// ratio compares the best steady rate of each side (noise only slows a run).
+// Knobs: BENCH_PER_PARTITION (messages per source partition, 5000),
+// DATABASE_URL (else an embedded PostgreSQL).
 import { spawn } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 const NAME = 'streams';
 const PARTITIONS = 8;
 const BATCH = 500;
-const PER_PARTITION = Number(process.env.BENCH_PER_PARTITION ?? 10000);
+const PER_PARTITION = Number(process.env.BENCH_PER_PARTITION ?? 5000);
 const TOTAL = PARTITIONS * PER_PARTITION;
-const GATE_MESSAGES = Math.min(TOTAL, Number(process.env.BENCH_GATE_MESSAGES ?? 6000));
 const WINDOW_SECONDS = 1;
 const SOURCE = 'bench.src';
 const SEP = '\u001f';
@@ -67,7 +64,10 @@ async function child(spec) {
     lastCommitAt = now;
   });
   const deadline = Date.now() + 150_000;
-  while (handle.metrics().messagesTotal < spec.total && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // total 0: run until the parent says stop (it counts progress itself).
+  let stopAsked = false;
+  process.once('SIGTERM', () => (stopAsked = true));
+  while ((spec.total ? handle.metrics().messagesTotal < spec.total : !stopAsked) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const seconds = (performance.now() - started) / 1000;
   const m = handle.metrics();
   await handle.stop();
@@ -104,106 +104,152 @@ async function main() {
   }
 
   // A stream runner in a child process; RSS sampled from /proc by this process.
-  async function runChild(kind, label, total, round) {
-    const queryId = `bench.${kind}.${round}`;
-    const sink = `bench.sink.${kind}`;
-    progress(NAME, `${label} #${round}: runner child (${kind})`);
-    const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child', JSON.stringify({ kind, queryId, sink, url: broker.url, total })], {
+  function spawnChild(kind, queryId, total) {
+    const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child', JSON.stringify({ kind, queryId, sink: `bench.sink.${kind}`, url: broker.url, total })], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const rss = rssSampler(proc.pid, 100);
     let out = '';
     proc.stdout.on('data', (d) => (out += d));
-    const code = await new Promise((r) => proc.once('exit', r));
-    const r = await rss.stop();
-    if (code !== 0) throw new Error(`${label} child exited ${code}: ${out}`);
-    const res = JSON.parse(out.trim().split('\n').pop());
-    if (res.messages < total) throw new Error(`${label}: only ${res.messages}/${total} messages in time (${res.errors.join('; ')})`);
+    const exited = new Promise((r) => proc.once('exit', r));
     return {
-      path: label,
-      round,
-      messages: res.messages,
-      seconds: Math.round(res.seconds * 100) / 100,
-      msgPerSec: Math.round(res.messages / res.seconds),
-      steadyMsgPerSec: res.steadySeconds ? Math.round(res.steadyMessages / res.steadySeconds) : null,
-      cycles: res.cycles,
-      errors: res.errorCount,
-      rssPeakMB: mb(r.peakBytes),
+      proc,
+      async result(label) {
+        const code = await exited;
+        const r = await rss.stop();
+        if (code !== 0) throw new Error(`${label} child exited ${code}: ${out}`);
+        return { ...JSON.parse(out.trim().split('\n').pop()), rssPeakMB: mb(r.peakBytes) };
+      },
     };
   }
 
-  // The raw-SQL ceiling of (1): the same fold, one transaction per popped batch.
-  async function sqlCeiling(round) {
-    const label = 'raw SQL (pg)';
-    progress(NAME, `${label} #${round}: pop + state + push + ack per transaction`);
-    const reg = await http('POST', '/streams/v1/queries', { name: `bench.ceiling.${round}`, source_queue: SOURCE, sink_queue: 'bench.sink.ceiling', config_hash: 'ceiling', reset: true });
-    const queryId = reg.query_id;
-    await sql.query('select * from queen.ensure_partitions_v1($1::jsonb)', [JSON.stringify(Array.from({ length: PARTITIONS }, (_, p) => ({ queue: 'bench.sink.ceiling', partition: `p${p}` })))]);
-    const { rows: q } = await sql.query('select id from queen.queues where name = $1', [SOURCE]);
-    const queueId = q[0].id;
-    const group = `bench.ceiling.${round}`;
+  async function runChild(kind, label, round) {
+    progress(NAME, `${label} #${round}: runner child (${kind})`);
+    const res = await spawnChild(kind, `bench.${kind}.${round}`, TOTAL).result(label);
+    if (res.messages < TOTAL) throw new Error(`${label}: only ${res.messages}/${TOTAL} messages in time (${res.errors.join('; ')})`);
+    return {
+      path: label, round, messages: res.messages, seconds: round2(res.seconds), msgPerSec: Math.round(res.messages / res.seconds),
+      steadyMsgPerSec: res.steadySeconds ? Math.round(res.steadyMessages / res.steadySeconds) : null, cycles: res.cycles, errors: res.errorCount, rssPeakMB: res.rssPeakMB,
+    };
+  }
+
+  // (c) N runners of one query share the partitions by lease: progress is
+  // read from the query's cursors, from the first ack to the last.
+  async function runMany(kind, n, label, round) {
+    progress(NAME, `${label} #${round}: ${n} runner children (${kind})`);
+    const queryId = `bench.${kind}.x${n}.${round}`;
+    const children = Array.from({ length: n }, () => spawnChild(kind, queryId, 0));
+    const acked = async () => Number((await sql.query(`select coalesce(sum(c.cursor_offset), 0) as n from queen.cursors c where c.consumer_group = $1`, [`streams.${queryId}`])).rows[0].n);
+    const t0 = performance.now();
+    let first = null;
+    let last = null;
+    let lastCount = 0;
+    for (let moved = 0; moved < TOTAL && performance.now() - t0 < 150_000; ) {
+      await new Promise((r) => setTimeout(r, 20));
+      moved = await acked();
+      if (moved > lastCount) {
+        if (first === null) first = { at: performance.now(), n: moved };
+        last = performance.now();
+        lastCount = moved;
+      }
+    }
+    for (const c of children) c.proc.kill('SIGTERM');
+    const results = await Promise.all(children.map((c) => c.result(label)));
+    if (lastCount < TOTAL) throw new Error(`${label}: only ${lastCount}/${TOTAL} messages in time`);
+    return {
+      path: label, round, messages: lastCount, seconds: round2((last - t0) / 1000), msgPerSec: Math.round(lastCount / ((last - t0) / 1000)),
+      steadyMsgPerSec: last > first.at ? Math.round((lastCount - first.n) / ((last - first.at) / 1000)) : null,
+      cycles: results.reduce((a, r) => a + r.cycles, 0), errors: results.reduce((a, r) => a + r.errorCount, 0), rssPeakMB: Math.max(...results.map((r) => r.rssPeakMB)),
+    };
+  }
+
+  // The plain-SQL ceiling: the source copied into tables of its own (no
+  // function of ours anywhere), one connection, one transaction per cycle of
+  // one partition, partitions taken in turn.
+  await sql.query(`
+    create schema plain;
+    create table plain.source (partition_id int not null, msg_offset bigint not null, payload jsonb, created_at timestamptz not null, primary key (partition_id, msg_offset));
+    create table plain.cursors (query text not null, partition_id int not null, cursor bigint not null default 0, primary key (query, partition_id));
+    create table plain.state (query text not null, partition_id int not null, key text collate "C" not null, value jsonb, version bigint not null, primary key (query, partition_id, key));
+    create sequence plain.state_version;
+    create table plain.sink_partitions (id int primary key, head bigint not null default 0);
+    create table plain.sink (partition_id int not null, msg_offset bigint not null, id uuid not null, payload jsonb, created_at timestamptz not null default now(), primary key (partition_id, msg_offset));
+    insert into plain.source select substr(p.name, 2)::int, m.msg_offset, m.payload, m.created_at
+      from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = '${SOURCE}';
+    insert into plain.sink_partitions select g from generate_series(0, ${PARTITIONS - 1}) g;`);
+
+  async function plainCeiling(kind, round) {
+    const label = `plain SQL: ${kind}`;
+    progress(NAME, `${label} #${round}`);
+    const query = `${kind}.${round}`;
+    await sql.query('insert into plain.cursors (query, partition_id) select $1, g from generate_series(0, $2 - 1) g', [query, PARTITIONS]);
     const client = await sql.connect();
     let messages = 0;
     let cycles = 0;
     let firstCommitAt = null;
     let firstCommitMessages = 0;
     let lastCommitAt = null;
+    const done = new Set();
     const t0 = performance.now();
     try {
-      for (;;) {
+      for (let p = 0; done.size < PARTITIONS; p = (p + 1) % PARTITIONS) {
+        if (done.has(p)) continue;
         await client.query('begin');
-        const leaseId = randomUUID();
-        const { rows } = await client.query('select * from queen.log_pop_v1($1, null, $2, $3, $4, false, $5)', [queueId, group, BATCH, PARTITIONS, leaseId]);
-        const popped = rows.filter((r) => r.msg_offset !== null);
-        if (popped.length === 0) {
+        await client.query('select pg_advisory_xact_lock(hashtextextended($1, 0))', [`${query}:${p}`]);
+        const { rows: cur } = await client.query('select cursor from plain.cursors where query = $1 and partition_id = $2 for update', [query, p]);
+        const { rows: msgs } = await client.query('select msg_offset, payload, created_at from plain.source where partition_id = $1 and msg_offset > $2 order by msg_offset limit $3', [p, cur[0].cursor, BATCH]);
+        if (msgs.length === 0) {
           await client.query('commit');
-          break;
+          done.add(p);
+          continue;
         }
-        const byPartition = new Map();
-        for (const r of popped) {
-          let b = byPartition.get(r.partition_id);
-          if (!b) byPartition.set(r.partition_id, (b = { name: r.partition_name, msgs: [] }));
-          b.msgs.push(r);
-        }
-        const { rows: stored } = await client.query(
-          'select partition_id, key, value, version from queen_streams.state where query_id = $1 and partition_id = any($2::uuid[])',
-          [queryId, [...byPartition.keys()]],
-        );
-        const elements = [];
-        for (const [pid, b] of byPartition) {
-          const windows = new Map();
-          for (const s of stored) if (s.partition_id === pid) windows.set(s.key, { ...s.value, version: Number(s.version) });
+        let outputs;
+        if (kind === 'map') {
+          outputs = msgs.map((m) => m.payload);
+        } else {
+          const { rows: stored } = await client.query('select key, value, version from plain.state where query = $1 and partition_id = $2', [query, p]);
+          const windows = new Map(stored.map((s) => [s.key, { ...s.value, version: Number(s.version) }]));
           let clock = 0;
-          for (const m of b.msgs) {
-            const ts = Date.parse(m.created_at);
+          for (const m of msgs) {
+            const ts = m.created_at.getTime();
             clock = Math.max(clock, ts);
             const start = Math.floor(ts / (WINDOW_SECONDS * 1000)) * WINDOW_SECONDS * 1000;
-            const key = `tumb:${WINDOW_SECONDS}${SEP}${new Date(start).toISOString()}${SEP}${pid}`;
+            const key = `tumb:${WINDOW_SECONDS}${SEP}${new Date(start).toISOString()}${SEP}${p}`;
             let w = windows.get(key);
             if (!w) windows.set(key, (w = { acc: { count: 0, sum: 0 }, windowStart: start, windowEnd: start + WINDOW_SECONDS * 1000, version: 0 }));
             w.acc.count += 1;
             w.acc.sum += m.payload.amount;
             w.dirty = true;
           }
-          const stateOps = [];
-          const pushItems = [];
+          outputs = [];
+          const upserts = [];
+          const deletes = [];
           for (const [key, w] of windows) {
             if (w.windowEnd <= clock) {
-              if (w.version) stateOps.push({ type: 'delete', key, expected_version: w.version });
-              const tx = `sx-${createHash('sha256').update(`${queryId}${SEP}${pid}${SEP}${key}${SEP}0`).digest('hex').slice(0, 40)}`;
-              pushItems.push({ queue: 'bench.sink.ceiling', partition: b.name, payload: w.acc, transactionId: tx });
-            } else if (w.dirty) {
-              stateOps.push({ type: 'upsert', key, value: { acc: w.acc, windowStart: w.windowStart, windowEnd: w.windowEnd }, expected_version: w.version });
-            }
+              if (w.version) deletes.push(key);
+              outputs.push(w.acc);
+            } else if (w.dirty) upserts.push([key, JSON.stringify({ acc: w.acc, windowStart: w.windowStart, windowEnd: w.windowEnd })]);
           }
-          const last = b.msgs[b.msgs.length - 1];
-          elements.push({ idx: elements.length, query_id: queryId, partition_id: pid, consumer_group: group, state_ops: stateOps, push_items: pushItems, ack: { transactionId: last.transaction_id, leaseId, status: 'completed' }, release_lease: true });
+          if (deletes.length) await client.query('delete from plain.state where query = $1 and partition_id = $2 and key = any($3::text[])', [query, p, deletes]);
+          if (upserts.length) {
+            await client.query(
+              `insert into plain.state (query, partition_id, key, value, version)
+               select $1, $2, k, v, nextval('plain.state_version') from unnest($3::text[], $4::jsonb[]) as u(k, v)
+               on conflict (query, partition_id, key) do update set value = excluded.value, version = excluded.version`,
+              [query, p, upserts.map((u) => u[0]), upserts.map((u) => u[1])]);
+          }
         }
-        const { rows: res } = await client.query('select queen.log_streams_cycle_v1($1::jsonb) as r', [JSON.stringify(elements)]);
-        for (const e of res[0].r) if (!e.result.success) throw new Error(`ceiling cycle failed: ${e.result.code} ${e.result.error}`);
+        if (outputs.length) {
+          const { rows: head } = await client.query('update plain.sink_partitions set head = head + $2 where id = $1 returning head', [p, outputs.length]);
+          await client.query(
+            `insert into plain.sink (partition_id, msg_offset, id, payload)
+             select $1, $2::bigint - $3::bigint + ord, gen_random_uuid(), o from unnest($4::jsonb[]) with ordinality as u(o, ord)`,
+            [p, head[0].head, outputs.length, outputs.map((o) => JSON.stringify(o))]);
+        }
+        await client.query('update plain.cursors set cursor = $3 where query = $1 and partition_id = $2', [query, p, msgs[msgs.length - 1].msg_offset]);
         await client.query('commit');
-        messages += popped.length;
-        cycles += elements.length;
+        messages += msgs.length;
+        cycles += 1;
         lastCommitAt = performance.now();
         if (firstCommitAt === null) {
           firstCommitAt = lastCommitAt;
@@ -220,88 +266,60 @@ async function main() {
     if (messages !== TOTAL) throw new Error(`ceiling moved ${messages}/${TOTAL} messages`);
     const steadySeconds = (lastCommitAt - firstCommitAt) / 1000;
     return {
-      path: label,
-      round,
-      messages,
-      seconds: Math.round(seconds * 100) / 100,
-      msgPerSec: Math.round(messages / seconds),
-      steadyMsgPerSec: steadySeconds > 0 ? Math.round((messages - firstCommitMessages) / steadySeconds) : null,
-      cycles,
-      errors: 0,
-      rssPeakMB: null,
+      path: label, round, messages, seconds: round2(seconds), msgPerSec: Math.round(messages / seconds),
+      steadyMsgPerSec: steadySeconds > 0 ? Math.round((messages - firstCommitMessages) / steadySeconds) : null, cycles, errors: 0, rssPeakMB: null,
     };
   }
 
-  // Broker-side time per route while the tumbling runner ran (from its own histogram):
-  // where a runner cycle's wall time goes, next to the runner's total.
-  async function routeTimes() {
-    const text = await (await fetch(`${broker.url}/metrics`)).text();
-    const out = {};
-    for (const line of text.split('\n')) {
-      const m = /^queen_http_request_duration_seconds_(sum|count)\{route="([^"]+)"\} (\S+)$/.exec(line);
-      if (m) (out[m[2]] ??= { sum: 0, count: 0 })[m[1]] = Number(m[3]);
-    }
-    return out;
+  const rows = [];
+  for (let round = 1; round <= 2; round++) {
+    rows.push(await runChild('map', 'runner: map → sink', round));
+    rows.push(await plainCeiling('map', round));
+    rows.push(await runChild('tumbling', 'runner: tumbling aggregate', round));
+    rows.push(await plainCeiling('tumbling', round));
+    rows.push(await runMany('map', 2, 'two runners: map → sink', round));
+    rows.push(await runChild('gate', 'runner: gate (always allow)', round));
   }
-  const before = await routeTimes();
-  const tumbling1 = await runChild('tumbling', 'runner: tumbling aggregate', TOTAL, 1);
-  const after = await routeTimes();
-  const brokerTime = Object.entries(after)
-    .map(([route, a]) => ({ route, requests: a.count - (before[route]?.count ?? 0), seconds: Math.round((a.sum - (before[route]?.sum ?? 0)) * 100) / 100 }))
-    .filter((r) => r.requests > 0 && r.route !== '/metrics')
-    .map((r) => ({ ...r, msPerRequest: Math.round((r.seconds / r.requests) * 1000 * 10) / 10 }));
-  // The machine is shared: each side runs twice, alternating, and the best
-  // steady rate of each side is compared (noise only ever slows a run down).
-  const ceiling1 = await sqlCeiling(1);
-  const tumbling2 = await runChild('tumbling', 'runner: tumbling aggregate', TOTAL, 2);
-  const ceiling2 = await sqlCeiling(2);
-  // (2) reads the first GATE_MESSAGES of the same source (each its own group):
-  // every message becomes a sink push there, so the whole source would be slow.
-  const gate1 = await runChild('gate', 'runner: gate (always allow)', GATE_MESSAGES, 1);
-  const map1 = await runChild('map', 'runner: stateless map', GATE_MESSAGES, 1);
-  const gate2 = await runChild('gate', 'runner: gate (always allow)', GATE_MESSAGES, 2);
-  const map2 = await runChild('map', 'runner: stateless map', GATE_MESSAGES, 2);
-  const best = (a, b) => (b.steadyMsgPerSec > a.steadyMsgPerSec ? b : a);
-  const tumbling = best(tumbling1, tumbling2);
-  const ceiling = best(ceiling1, ceiling2);
-  const gate = best(gate1, gate2);
-  const map = best(map1, map2);
+  const best = (path) => rows.filter((r) => r.path === path).reduce((a, b) => ((b.steadyMsgPerSec ?? 0) > (a.steadyMsgPerSec ?? 0) ? b : a));
+  const map = best('runner: map → sink');
+  const mapPlain = best('plain SQL: map');
+  const tumbling = best('runner: tumbling aggregate');
+  const tumblingPlain = best('plain SQL: tumbling');
+  const two = best('two runners: map → sink');
+  const gate = best('runner: gate (always allow)');
 
   // Cross-checks: every path emitted what it should (a fast wrong answer is no answer).
   const count = async (queue) => Number((await sql.query('select count(*) from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [queue])).rows[0].count);
-  const sinkCounts = { tumbling: await count('bench.sink.tumbling'), ceiling: await count('bench.sink.ceiling'), gate: await count('bench.sink.gate'), map: await count('bench.sink.map') };
-  if (sinkCounts.gate < 2 * GATE_MESSAGES || sinkCounts.map < 2 * GATE_MESSAGES || sinkCounts.tumbling < 1 || sinkCounts.ceiling < 1) throw new Error(`sink counts off: ${JSON.stringify(sinkCounts)}`);
+  const sinkCounts = { map: await count('bench.sink.map'), gate: await count('bench.sink.gate'), tumbling: await count('bench.sink.tumbling'),
+    plainMap: Number((await sql.query('select count(*) from plain.sink')).rows[0].count) };
+  // map: 2 single-runner rounds + 2 two-runner rounds, one output per input.
+  if (sinkCounts.map !== 4 * TOTAL || sinkCounts.gate !== 2 * TOTAL || sinkCounts.tumbling < 1) throw new Error(`sink counts off: ${JSON.stringify(sinkCounts)}`);
 
-  const rssPeak = Math.max(tumbling1.rssPeakMB, tumbling2.rssPeakMB);
-  const pct = (a, b) => Math.round((a / b) * 1000) / 10;
-  // Ratios on the steady-state rates (first commit to last), overall rates alongside.
-  const tumblingRatio = pct(tumbling.steadyMsgPerSec, ceiling.steadyMsgPerSec);
-  const gateRatio = pct(gate.steadyMsgPerSec, map.steadyMsgPerSec);
+  const ratio = (a, b) => Math.round((a / b) * 100) / 100;
+  const rssPeak = Math.max(...rows.filter((r) => r.rssPeakMB !== null).map((r) => r.rssPeakMB));
+  const check = (measure, value, target, unit = '×', le = false) => ({ measure, value: `${value}${unit}`, target: `${le ? '≤' : '≥'} ${target}${unit}`, met: (le ? value <= target : value >= target) ? 'yes' : 'NO' });
   const summary = [
-    { measure: 'tumbling runner / raw-SQL ceiling (steady)', value: `${tumblingRatio}%`, target: '≥ 50%', met: tumblingRatio >= 50 ? 'yes' : 'NO' },
-    { measure: 'tumbling runner / raw-SQL ceiling (overall)', value: `${pct(Math.max(tumbling1.msgPerSec, tumbling2.msgPerSec), Math.max(ceiling1.msgPerSec, ceiling2.msgPerSec))}%`, target: '', met: '' },
-    { measure: 'tumbling runner RSS peak', value: `${rssPeak} MB`, target: '≤ 120 MB', met: rssPeak <= 120 ? 'yes' : 'NO' },
-    { measure: 'gate (allow) / stateless map (steady)', value: `${gateRatio}%`, target: '≥ 70%', met: gateRatio >= 70 ? 'yes' : 'NO' },
-    { measure: 'gate (allow) / stateless map (overall)', value: `${pct(Math.max(gate1.msgPerSec, gate2.msgPerSec), Math.max(map1.msgPerSec, map2.msgPerSec))}%`, target: '', met: '' },
+    check('map → sink runner / plain-SQL ceiling (steady)', ratio(map.steadyMsgPerSec, mapPlain.steadyMsgPerSec), 0.5),
+    check('tumbling runner / plain-SQL ceiling (steady)', ratio(tumbling.steadyMsgPerSec, tumblingPlain.steadyMsgPerSec), 0.5),
+    check('two map runners / one (steady)', ratio(two.steadyMsgPerSec, map.steadyMsgPerSec), 1.3),
+    check('gate (allow) / map (steady)', ratio(gate.steadyMsgPerSec, map.steadyMsgPerSec), 0.7),
+    check('runner RSS peak', rssPeak, 120, ' MB', true),
   ];
-  const rows = [tumbling1, tumbling2, ceiling1, ceiling2, gate1, gate2, map1, map2];
   await broker.stop();
   await sql.end();
   await db.stop();
 
   const results = {
     ...resultsHead(NAME, db, loadAtStart),
-    settings: { partitions: PARTITIONS, perPartition: PER_PARTITION, messages: TOTAL, gateMessages: GATE_MESSAGES, batchSize: BATCH, maxPartitions: PARTITIONS, windowSeconds: WINDOW_SECONDS, payloadBytes: JSON.stringify(payload(1)).length },
+    settings: { partitions: PARTITIONS, perPartition: PER_PARTITION, messages: TOTAL, batchSize: BATCH, maxPartitions: PARTITIONS, windowSeconds: WINDOW_SECONDS, payloadBytes: JSON.stringify(payload(1)).length },
     notes: [
-      'Every run reads the same pre-pushed messages (8 partitions) through its own consumer group from the start: (1) all of them, (2) the first gateMessages. Each path runs twice, alternating with its counterpart (the machine is shared), and the summary compares the best steady rate of each path. msgPerSec = source messages acked / seconds from start to the last ack; steadyMsgPerSec = messages acked after the first commit / seconds from the first commit to the last (startup, first connections and JIT excluded). Ratios use the steady rates.',
-      'runner paths: queen-mq from dist/ in a child process (RSS sampled from /proc every 100 ms), batchSize 500, maxPartitions 8, against apps/broker/dist/main.js in another child process.',
-      'raw SQL: one pg connection; per popped batch one transaction: queen.log_pop_v1 (batch 500, 8 partitions), one select of the state rows, the same tumbling fold in JS, one queen.log_streams_cycle_v1 call carrying every partition element (state upserts/deletes into queen_streams.state, sink pushes through queen.log_push_one_v1, the ack). No HTTP, no per-partition round trips: the ceiling.',
-      'gate vs map: `.gate(() => true)` (a state read and one state upsert per partition per cycle) against `.map(m => m.data)` (no state), both pushing every message to a sink.',
+      'Every runner run reads the same pre-pushed messages (8 partitions) through its own consumer group from the start. Paths alternate, twice each; the summary compares the best steady rate of each path. msgPerSec = source messages acked / seconds from start to the last ack; steadyMsgPerSec = messages acked after the first commit / seconds from the first commit to the last (startup, first connections and JIT excluded).',
+      'runner paths: queen-mq from dist/ in a child process (RSS sampled from /proc every 100 ms), batchSize 500, maxPartitions 8, against apps/broker/dist/main.js in another child process. Two runners: two children of one query; progress read from its cursors every 20 ms.',
+      'plain SQL: the source copied into tables of its own; one pg connection; per cycle of one partition one transaction: advisory lock, cursor row FOR UPDATE, 500 rows after it, (tumbling) the state rows and one upsert + one delete statement, one head move of the sink partition and one INSERT … unnest of the outputs, the cursor update. No function of ours, no dedup, no HTTP.',
     ],
     summary,
     rows,
     sinkMessages: sinkCounts,
-    tumblingBrokerTime: brokerTime,
     seconds: Math.round((Date.now() - started) / 1000),
   };
   const file = await writeResults(NAME, results);
@@ -309,8 +327,10 @@ async function main() {
   console.log(table(['path', 'round', 'messages', 'seconds', 'msgPerSec', 'steadyMsgPerSec', 'cycles', 'errors', 'rssPeakMB'], rows));
   console.log('');
   console.log(table(['measure', 'value', 'target', 'met'], summary));
-  console.log(`\nbroker-side time per route during tumbling run #1 (runner wall time ${tumbling1.seconds}s):`);
-  console.log(table(['route', 'requests', 'seconds', 'msPerRequest'], brokerTime));
   console.log(`\nsink messages: ${JSON.stringify(sinkCounts)}; took ${results.seconds}s`);
   console.log(`results: ${file}`);
+}
+
+function round2(v) {
+  return Math.round(v * 100) / 100;
 }

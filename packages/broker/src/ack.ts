@@ -1,8 +1,41 @@
 import type { FastifyInstance } from 'fastify';
 import { routes, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { metricsOf, tally } from './metrics.js';
+
+/**
+ * What queen.log_ack_v1 answers: the per-item results of its item-by-item
+ * walk, or, for the common request (every item completed inside its lease),
+ * the compact form below that ackResultsOf expands. Building the per-item
+ * objects in SQL cost as much as the rest of such an ack.
+ */
+export type AckAnswer = AckResult[] | { offsets: string[]; released: boolean[]; names: Record<string, [string, string]> };
+
+/** The per-item results of an ack answer, in input order. */
+export function ackResultsOf(items: { transactionId: string; partitionId: string }[], answer: AckAnswer): AckResult[] {
+  if (Array.isArray(answer)) return answer;
+  return items.map((item, index) => {
+    const [queueName, partitionName] = answer.names[item.partitionId] ?? [null, null];
+    return {
+      index,
+      transactionId: item.transactionId,
+      success: true,
+      error: null,
+      code: null,
+      queueName,
+      partitionName,
+      leaseReleased: answer.released[index]!,
+      dlq: false,
+      offset: answer.offsets[index]!,
+      alreadyAcked: false,
+    };
+  });
+}
+
+/** The SQL of an ack request, parsed once per connection. */
+const ACK_SQL: NamedStatement = { name: 'queen_ack', text: 'select queen.log_ack_v1($1, $2::jsonb) as r' };
 
 /**
  * Applies acks in one transaction via queen.log_ack_v1: items grouped by
@@ -11,8 +44,8 @@ import { metricsOf, tally } from './metrics.js';
  */
 export async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
-  const { rows } = await ctx.db.query<{ r: AckResult[] }>('select queen.log_ack_v1($1, $2::jsonb) as r', [group, JSON.stringify(payload)]);
-  const results = rows[0]!.r;
+  const { rows } = await ctx.db.query<{ r: AckAnswer }>(ACK_SQL, [group, JSON.stringify(payload)]);
+  const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
   return results;
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { popQuery, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf } from './metrics.js';
@@ -31,6 +32,21 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
   return ctx.config.defaultSubscriptionMode === 'new' ? { mode: 'new', start: 'now' } : { mode: 'all', start: null };
 }
 
+/** The pop statement, parsed once per connection (the hot path of every consumer). */
+const POP_SQL: NamedStatement = {
+  name: 'queen_pop',
+  text: `select t.paused, r.*
+       from (select q.id as queue_id, p.id as partition_id,
+                    coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
+               from (select 1) one
+               left join queen.queues q on q.name = $1
+               left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
+       left join lateral queen.log_pop_v2(
+              case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
+              t.partition_id, $3, $4, $5, $6, $7, $8,
+              case when $9::text = 'now' then now() else $9::timestamptz end) r on true`,
+};
+
 /**
  * One claim attempt, no waiting, in one round trip: the queue/partition
  * lookup, the pause flag and queen.log_pop_v1 run as one statement. An
@@ -41,16 +57,7 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
   const leaseId = randomUUID();
   const sub = subscriptionStart(ctx, q);
   let { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
-    `select t.paused, r.*
-       from (select q.id as queue_id, p.id as partition_id,
-                    coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
-               from (select 1) one
-               left join queen.queues q on q.name = $1
-               left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
-       left join lateral queen.log_pop_v2(
-              case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
-              t.partition_id, $3, $4, $5, $6, $7, $8,
-              case when $9::text = 'now' then now() else $9::timestamptz end) r on true`,
+    POP_SQL,
     [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
   );
   if (rows[0]?.paused) return { kind: 'paused' };

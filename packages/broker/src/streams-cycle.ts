@@ -2,12 +2,51 @@ import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
+import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
+
+/** The cycle statement, parsed once per connection. */
+const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
+
+/** A sink push as the allocator takes it. */
+interface SinkItem {
+  partition_id: string;
+  payload?: unknown;
+  encrypted?: string;
+  transaction_id?: string;
+  trace_id?: string;
+}
+
+/** What queen_streams.push_sink_runs_v1 answers: per item, in order. */
+interface SinkAnswer {
+  status: ('queued' | 'duplicate')[];
+  message_id: string[];
+  offset: string[];
+}
+
+/** The §7.4 push_results of a cycle, from the allocator's arrays and the request's own items. */
+function pushResultsOf(body: CycleBody, items: SinkItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
+  if (Array.isArray(answer)) return answer; // a failed element answers []
+  return answer.status.map((status, index) => {
+    const item = body.push_items[index]!;
+    const messageId = answer.message_id[index]!;
+    return {
+      index,
+      transaction_id: item.transactionId ?? messageId,
+      status,
+      message_id: messageId,
+      partition_id: items[index]!.partition_id,
+      queueName: item.queue,
+      offset: answer.offset[index]!,
+      ...(status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
+    };
+  });
+}
 
 /**
  * Commits one cycle element (PROTOCOL §7.4) through
@@ -19,15 +58,17 @@ const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
  */
 export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
   for (let attempt = 0; ; attempt++) {
-    let pushItems: Record<string, unknown>[] = [];
+    let sinkItems: SinkItem[] = [];
     if (body.push_items.length > 0) {
       const dir = await ctx.partitions.ensure(body.push_items.map((i) => ({ queue: i.queue, partition: i.partition })));
       const encrypted = await encryptedQueues(ctx, body.push_items.map((i) => i.queue));
-      pushItems = body.push_items.map(({ payload, ...i }) => ({
-        ...i,
-        // Encrypted sink queues: log_streams_cycle_v1 passes `encrypted` to the allocator, payload stays null.
-        ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, payload) } : { payload }),
+      // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
+      sinkItems = body.push_items.map((i) => ({
         partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
+        // Encrypted sink queues: only the ciphertext reaches SQL (stored with payload null).
+        ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
+        transaction_id: i.transactionId,
+        trace_id: i.traceId,
       }));
     }
     const element = {
@@ -36,7 +77,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
       partition_id: body.partition_id,
       consumer_group: body.consumer_group,
       state_ops: body.state_ops,
-      push_items: pushItems,
+      sink_items: sinkItems,
       ack: body.ack,
       release_lease: body.release_lease,
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
@@ -44,7 +85,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
     };
     let out: { idx: number; result: CycleResult }[];
     try {
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>('select queen.log_streams_cycle_v1($1::jsonb) as r', [
+      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [
         JSON.stringify([element]),
       ]);
       out = rows[0]!.r;
@@ -63,6 +104,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
       throw err;
     }
     const result = out[0]!.result;
+    result.push_results = pushResultsOf(body, sinkItems, result.push_results as unknown as SinkAnswer | CycleResult['push_results']);
     if (result.success) {
       for (const queue of new Set(result.push_results.filter((p) => p.status === 'queued').map((p) => p.queueName))) ctx.notifier.notify(queue);
       if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);

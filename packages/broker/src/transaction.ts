@@ -2,19 +2,13 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp, type TxnTimer } from '@queen-mq/protocol';
+import { ackResultsOf, type AckAnswer } from './ack.js';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { PUSH_MANY_SQL, type AllocatorResult } from './push.js';
 import { scheduleTimers } from './timers.js';
 
-
-interface AckRow {
-  success: boolean;
-  error: string | null;
-  code: ErrorCode | null;
-  dlq: boolean;
-}
 
 /**
  * An item failure inside the transaction (MESSAGE_NOT_FOUND, LEASE_EXPIRED,
@@ -119,9 +113,9 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
               leaseId: a.op.leaseId,
               error: a.op.error,
             };
-            const { rows } = await client.query<{ r: AckRow[] }>('select queen.log_ack_v1($1, $2::jsonb) as r', [a.op.consumerGroup, JSON.stringify([item])]);
-            const r = rows[0]!.r[0]!;
-            if (!r.success) throw new TransactionItemError(r.code ?? 'MESSAGE_NOT_FOUND', r.error ?? 'ack failed');
+            const { rows } = await client.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [a.op.consumerGroup, JSON.stringify([item])]);
+            const r = ackResultsOf([item], rows[0]!.r)[0]!;
+            if (!r.success) throw new TransactionItemError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? 'ack failed');
             out[a.index] = { index: a.index, type: 'ack', success: true, transactionId: a.op.transactionId, error: null, dlq: r.dlq };
           }
         }
