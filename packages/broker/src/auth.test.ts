@@ -29,6 +29,8 @@ const LEVELS: [method: string, url: string, level: 'public' | 'read-only' | 'rea
   ['POST', '/api/v1/lease/:leaseId/extend', 'read-write'],
   ['POST', '/api/v1/transaction', 'read-write'],
   ['GET', '/api/v1/dlq', 'read-only'],
+  ['POST', '/api/v1/dlq/requeue', 'admin'],
+  ['POST', '/api/v1/dlq/delete', 'admin'],
   ['GET', '/api/v1/consumer-groups', 'read-only'],
   ['GET', '/api/v1/consumer-groups/:group', 'read-only'],
   ['DELETE', '/api/v1/consumer-groups/:group', 'admin'],

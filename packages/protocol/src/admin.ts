@@ -160,6 +160,39 @@ export const dlqResponse = z.object({
   total: z.number().int(),
 });
 
+/**
+ * DLQ requeue and delete (extension): the entries named by message `id` (as
+ * GET /api/v1/dlq lists them), of every group or only of `consumerGroup`.
+ */
+export const dlqIdsBody = z.object({
+  ids: z.array(uuid).min(1).max(1000),
+  consumerGroup: name255.optional(),
+});
+export type DlqIdsBody = z.infer<typeof dlqIdsBody>;
+
+/** One id of a requeue, in input order. `success:false, code:"MESSAGE_NOT_FOUND"`: no DLQ entry matched it. */
+export const dlqRequeueResult = z.object({
+  index: z.number().int(),
+  id: z.string(),
+  success: z.boolean(),
+  code: z.string().nullable(),
+  error: z.string().nullable(),
+  queue: z.string().nullable(),
+  partition: z.string().nullable(),
+  partitionId: z.string().nullable(),
+  /** DLQ entries removed (one per consumer group that dead-lettered the message). */
+  entriesDeleted: z.number().int(),
+  /** The re-pushed message: a new id and offset at the partition's head. */
+  messageId: z.string().nullable(),
+  offset: z.string().nullable(),
+});
+export const dlqRequeueResponse = z.object({ success: z.literal(true), requeued: z.number().int(), results: z.array(dlqRequeueResult) });
+export const dlqDeleteResponse = z.object({
+  success: z.literal(true),
+  deleted: z.number().int(),
+  results: z.array(z.object({ index: z.number().int(), id: z.string(), success: z.boolean(), code: z.string().nullable(), entriesDeleted: z.number().int() })),
+});
+
 // ---- transactions (§5.7) ----
 
 export const txnPushOp = z.object({ type: z.literal('push'), items: z.array(pushItem).min(1) });
@@ -278,6 +311,8 @@ export const adminRoutes = {
   seekQueue: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/seek', level: 'read-write', summary: 'Move the group cursor of every partition of a queue', params: groupQueueParams, body: queueSeekBody, response: queueSeekResponse }),
   seekPartition: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek', level: 'read-write', summary: 'Move the group cursor of one partition', params: groupPartitionParams, body: partitionSeekBody, response: partitionSeekResponse }),
   dlq: route({ method: 'GET', url: '/api/v1/dlq', level: 'read-only', summary: 'Dead-lettered messages, newest failure first', query: dlqQuery, response: dlqResponse }),
+  dlqRequeue: route({ method: 'POST', url: '/api/v1/dlq/requeue', level: 'admin', summary: 'Re-push dead-lettered messages to their partitions and remove their DLQ entries', body: dlqIdsBody, response: dlqRequeueResponse }),
+  dlqDelete: route({ method: 'POST', url: '/api/v1/dlq/delete', level: 'admin', summary: 'Remove DLQ entries (the messages stay in the log)', body: dlqIdsBody, response: dlqDeleteResponse }),
   transaction: route({ method: 'POST', url: '/api/v1/transaction', level: 'read-write', summary: 'Pushes and acks (and kv, timers) in one PostgreSQL transaction', body: transactionBody, response: transactionResponse }),
   maintenanceGet: route({ method: 'GET', url: '/api/v1/system/maintenance', level: 'admin', summary: 'Maintenance flags', response: maintenanceStatusResponse }),
   maintenancePop: route({ method: 'POST', url: '/api/v1/system/maintenance/pop', level: 'admin', summary: 'Pause or resume every pop, cluster-wide', body: maintenancePopBody, response: maintenancePopResponse }),

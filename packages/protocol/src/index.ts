@@ -11,4 +11,5 @@ export * from './admin.js';
 export * from './streams.js';
 export * from './kv.js';
 export * from './routes.js';
+export * from './paths.js';
 export * from './openapi.js';
