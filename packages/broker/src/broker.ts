@@ -6,6 +6,7 @@ import { buildApp, type BrokerPlugin } from './app.js';
 import { readConfig, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { Database } from './database.js';
+import { checkEncryptionKey } from './encryption.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from './migrate.js';
 import { PushNotifier } from './notifier.js';
@@ -67,6 +68,13 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const applied = await migrate(db.pool, sources);
   if (applied.length) log.info({ applied }, 'migrations applied');
   db.connected = true;
+  try {
+    await checkEncryptionKey(db, config.encryptionKey);
+  } catch (err) {
+    await db.close();
+    await embedded?.stop();
+    throw err;
+  }
 
   const notifier = new PushNotifier(databaseUrl, log, db);
   await notifier.start();

@@ -8,6 +8,12 @@ export interface BrokerConfig {
   maxPushItems: number;
   maxPopBatch: number;
   maxPopTimeoutMs: number;
+  /**
+   * QUEEN_MAX_POP_BYTES: a pop answer's size bound (default 8 MiB; 0 = none).
+   * A pop claims and leases only the messages that fit, at least one; the
+   * rest stay available to the next pop.
+   */
+  maxPopBytes: number;
   defaultSubscriptionMode: 'all' | 'new';
   segmentMaxMessages: number;
   segmentMaxAgeS: number;
@@ -149,6 +155,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     maxPushItems: int(env, 'QUEEN_MAX_PUSH_ITEMS', 10000),
     maxPopBatch: int(env, 'QUEEN_MAX_POP_BATCH', 10000),
     maxPopTimeoutMs: int(env, 'QUEEN_MAX_POP_TIMEOUT_MS', 300000),
+    maxPopBytes: int(env, 'QUEEN_MAX_POP_BYTES', 8 * 1024 * 1024),
     defaultSubscriptionMode: mode,
     segmentMaxMessages: int(env, 'QUEEN_SEGMENT_MAX_MESSAGES', 10000),
     segmentMaxAgeS: int(env, 'QUEEN_SEGMENT_MAX_AGE_S', 3600),

@@ -147,31 +147,99 @@ describe('encryption at rest', () => {
     expect(rows[0].options).toMatchObject({ leaseTime: 4, encryptionEnabled: false });
   });
 
-  it('B46 a broker without the key (or with a wrong one) answers data null, never a 500', async () => {
+  const cursor = async (q: string, group: string) =>
+    (
+      await b.sql.query<{ cursor_offset: string; lease_id: string | null; lease_last_offset: string | null }>(
+        `select c.cursor_offset, c.lease_id, c.lease_last_offset from queen.cursors c join queen.partitions p on p.id = c.partition_id
+          where p.queue_name = $1 and c.consumer_group = $2`,
+        [q, group],
+      )
+    ).rows[0];
+
+  it('B46 a broker without the key refuses every write into an encrypted queue: 503 ENCRYPTION_KEY_MISSING, nothing stored', async () => {
+    const q = uniqueName('b46n');
+    await configure(q, { encryptionEnabled: true });
+    const push = await plain.http('POST', '/api/v1/push', { items: [{ queue: q, payload: secret('n1') }] });
+    expect(push.status).toBe(503);
+    expect(push.body.code).toBe('ENCRYPTION_KEY_MISSING');
+    // A mixed push is refused whole: the plaintext queue gets nothing either.
+    const other = uniqueName('b46n-plain');
+    const mixed = await plain.http('POST', '/api/v1/push', { items: [{ queue: other, payload: 1 }, { queue: q, payload: secret('n2') }] });
+    expect(mixed.status).toBe(503);
+    const txn = await plain.http('POST', '/api/v1/transaction', { operations: [{ type: 'push', items: [{ queue: q, payload: secret('n3') }] }] });
+    expect(txn.status).toBe(503);
+    expect(txn.body.code).toBe('ENCRYPTION_KEY_MISSING');
+    const timer = await plain.http('POST', '/api/v1/transaction', { timers: [{ queue: q, delayMs: 0, payload: secret('n4') }] });
+    expect(timer.status).toBe(503);
+    expect(timer.body.code).toBe('ENCRYPTION_KEY_MISSING');
+    const { body: reg } = await plain.http('POST', '/streams/v1/queries', { name: uniqueName('encn'), source_queue: 'src', config_hash: 'h' });
+    const cycle = await plain.http('POST', '/streams/v1/cycle', {
+      query_id: reg.query_id,
+      partition_id: '00000000-0000-4000-8000-000000000047',
+      ack: null,
+      push_items: [{ queue: q, payload: secret('n5') }],
+    });
+    expect(cycle.status).toBe(503);
+    expect(cycle.body.code).toBe('ENCRYPTION_KEY_MISSING');
+    await sleep(300); // a timer, had one been stored, would fire by now
+    expect(await stored(q)).toEqual([]);
+    expect(await stored(other)).toEqual([]);
+    expect((await b.sql.query('select count(*)::int as n from queen.log_timers where queue_name = $1', [q])).rows[0].n).toBe(0);
+  });
+
+  it('B46 a broker without the key never leases an encrypted message as data null: 503, no lease, cursor untouched', async () => {
     const q = uniqueName('b46w');
     await configure(q, { encryptionEnabled: true });
     await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: secret('w1') }, { queue: q, payload: secret('w2') }] });
-    const got = await pop(q, 'batch=10', plain);
-    expect(got.status).toBe(200);
-    expect(got.body.messages.map((m: any) => m.data)).toEqual([null, null]);
+    const got = await pop(q, 'batch=10&consumerGroup=g', plain);
+    expect(got.status).toBe(503);
+    expect(got.body.code).toBe('ENCRYPTION_KEY_MISSING');
+    expect(got.body.transactionId).toBeTypeOf('string');
+    expect(await cursor(q, 'g')).toMatchObject({ cursor_offset: '0', lease_id: null });
+    const auto = await pop(q, 'batch=10&consumerGroup=a&autoAck=true', plain);
+    expect(auto.status).toBe(503);
+    expect(await cursor(q, 'a')).toMatchObject({ cursor_offset: '0', lease_id: null });
+    // The broker with the key delivers both, to both groups.
+    expect((await pop(q, 'batch=10&consumerGroup=g')).body.messages.map((m: any) => m.data)).toEqual([secret('w1'), secret('w2')]);
+    expect((await pop(q, 'batch=10&consumerGroup=a&autoAck=true')).body.messages.map((m: any) => m.data)).toEqual([secret('w1'), secret('w2')]);
+  });
 
-    const wrong = await startTestBroker({ databaseUrl: b.databaseUrl, config: { encryptionKey: 'a1'.repeat(32) } });
-    try {
-      const g2 = await pop(q, 'batch=10&consumerGroup=other', wrong);
-      expect(g2.status).toBe(200);
-      expect(g2.body.messages.map((m: any) => m.data)).toEqual([null, null]);
-    } finally {
-      await wrong.stop();
-    }
-    // Corrupt bytes: one flipped ciphertext byte fails the GCM tag.
+  it('B46 corrupt bytes: readable messages before it are delivered and leased alone; the bad one answers 500 PAYLOAD_UNDECRYPTABLE and stays', async () => {
+    const q = uniqueName('b46c');
+    await configure(q, { encryptionEnabled: true });
+    await b.http('POST', '/api/v1/push', { items: [1, 2, 3].map((n) => ({ queue: q, payload: secret(`c${n}`) })) });
+    // One flipped ciphertext byte in the second message fails its GCM tag.
     await b.sql.query(
       `update queen.messages m set encrypted = set_byte(m.encrypted, 14, (get_byte(m.encrypted, 14) + 1) % 256)
-        from queen.partitions p where p.id = m.partition_id and p.queue_name = $1 and m.msg_offset = 1`,
+        from queen.partitions p where p.id = m.partition_id and p.queue_name = $1 and m.msg_offset = 2`,
       [q],
     );
-    const g3 = await pop(q, 'batch=10&consumerGroup=third');
-    expect(g3.status).toBe(200);
-    expect(g3.body.messages.map((m: any) => m.data)).toEqual([null, secret('w2')]);
+    const g1 = await pop(q, 'batch=10');
+    expect(g1.status).toBe(200);
+    expect(g1.body.messages.map((m: any) => m.data)).toEqual([secret('c1')]);
+    expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '0', lease_last_offset: '1' });
+    const [m1] = g1.body.messages;
+    const ack = await b.http('POST', '/api/v1/ack', { transactionId: m1.transactionId, partitionId: m1.partitionId, leaseId: m1.leaseId, status: 'completed' });
+    expect(ack.body[0].success, JSON.stringify(ack.body)).toBe(true);
+    expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '1', lease_id: null });
+
+    for (const params of ['batch=10', 'batch=10&autoAck=true']) {
+      const bad = await pop(q, params);
+      expect(bad.status).toBe(500);
+      expect(bad.body.code).toBe('PAYLOAD_UNDECRYPTABLE');
+      expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '1', lease_id: null });
+    }
+  });
+
+  it('B46 replicas with different keys: a broker whose key does not match the database key check refuses to start', async () => {
+    const { rows } = await b.sql.query('select kcv from queen.encryption_key_check');
+    expect(rows).toHaveLength(1);
+    expect(rows[0].kcv).not.toContain(KEY);
+    await expect(startTestBroker({ databaseUrl: b.databaseUrl, config: { encryptionKey: 'a1'.repeat(32) } })).rejects.toThrow(
+      /QUEEN_ENCRYPTION_KEY does not match/,
+    );
+    const same = await startTestBroker({ databaseUrl: b.databaseUrl, config: { encryptionKey: KEY } });
+    await same.stop();
   });
 
   it('cipher format: IV || ciphertext || tag, random IV, round trip; bad keys are start-up errors', () => {

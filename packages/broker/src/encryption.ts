@@ -1,5 +1,8 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { QueenError } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import type { Database } from './database.js';
+import { LruMap } from './lru.js';
 
 // Encryption at rest (PROTOCOL §5.1 `encryptionEnabled`): payloads of a queue
 // with the option are encrypted here, in the broker, at every edge where they
@@ -50,9 +53,12 @@ export class PayloadCipher {
  */
 const FLAG_TTL_MS = 5000;
 
+/** Queue flags cached per broker at most (queue names are the clients' choice). */
+export const FLAG_CACHE_MAX = 10_000;
+
 interface EncryptionState {
   cipher: PayloadCipher | null;
-  flags: Map<string, { encrypted: boolean; at: number }>;
+  flags: LruMap<string, { encrypted: boolean; at: number }>;
 }
 
 const byContext = new WeakMap<BrokerContext, EncryptionState>();
@@ -65,7 +71,7 @@ const byContext = new WeakMap<BrokerContext, EncryptionState>();
 export function encryptionOf(ctx: BrokerContext): EncryptionState {
   let s = byContext.get(ctx);
   if (!s) {
-    s = { cipher: ctx.config.encryptionKey ? new PayloadCipher(ctx.config.encryptionKey) : null, flags: new Map() };
+    s = { cipher: ctx.config.encryptionKey ? new PayloadCipher(ctx.config.encryptionKey) : null, flags: new LruMap(FLAG_CACHE_MAX) };
     byContext.set(ctx, s);
   }
   return s;
@@ -84,14 +90,15 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
 }
 
 /**
- * Which of `queues` have encryptionEnabled. Cached per broker: the push hot
- * path costs no round trip (one lookup per queue per FLAG_TTL_MS), and none
- * at all on a broker without a key (it could not encrypt anyway).
+ * Which of `queues` have encryptionEnabled. Cached per broker (an LRU of
+ * FLAG_CACHE_MAX queues): the push hot path costs no round trip (one lookup
+ * per queue per FLAG_TTL_MS). Encryption never downgrades: on a broker
+ * without a key, a write into an encrypted queue throws
+ * ENCRYPTION_KEY_MISSING (503) before anything is stored.
  */
 export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<string>): Promise<Set<string>> {
   const state = encryptionOf(ctx);
   const out = new Set<string>();
-  if (!state.cipher) return out;
   const now = Date.now();
   const missing: string[] = [];
   for (const q of new Set(queues)) {
@@ -114,6 +121,12 @@ export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<strin
       if (encrypted) out.add(q);
     }
   }
+  if (out.size > 0 && !state.cipher) {
+    const names = [...out].sort();
+    throw new QueenError('ENCRYPTION_KEY_MISSING', `Queue ${names.join(', ')} has encryptionEnabled but QUEEN_ENCRYPTION_KEY is not set on this broker; nothing was stored`, {
+      extra: { queues: names },
+    });
+  }
   return out;
 }
 
@@ -124,22 +137,66 @@ export function encryptPayload(ctx: BrokerContext, payload: unknown): string {
   return cipher.encrypt(payload).toString('base64');
 }
 
+/** Why a stored payload could not be read: `missing` = this broker has no key. */
+export type UnreadableReason = 'missing' | 'undecryptable';
+
 /**
- * A stored message's payload as clients see it: plaintext rows as they are,
- * encrypted rows decrypted. A wrong key, no key or corrupt bytes answer null
- * and log an error: one unreadable message never fails a whole pop.
+ * A stored message's payload: plaintext rows as they are, encrypted rows
+ * decrypted, or `{ unreadable }` when this broker has no key or the bytes do
+ * not verify (wrong key, corruption). Pops never deliver such a message
+ * (pop.ts); listings show it as null.
+ */
+export function tryReadPayload(ctx: BrokerContext, row: { payload: unknown; encrypted: Buffer | null }): { data: unknown } | { unreadable: UnreadableReason } {
+  if (row.encrypted == null) return { data: row.payload };
+  const { cipher } = encryptionOf(ctx);
+  if (!cipher) return { unreadable: 'missing' };
+  try {
+    return { data: cipher.decrypt(row.encrypted) };
+  } catch {
+    return { unreadable: 'undecryptable' };
+  }
+}
+
+/**
+ * A stored payload for listings (DLQ): an unreadable one answers null and
+ * logs an error, so one bad message never fails a whole listing. Pops do not
+ * use this: they refuse to lease what they cannot read.
  */
 export function readPayload(ctx: BrokerContext, row: { payload: unknown; encrypted: Buffer | null; id?: string }): unknown {
-  if (row.encrypted == null) return row.payload;
-  const { cipher } = encryptionOf(ctx);
-  if (!cipher) {
-    ctx.log.error({ messageId: row.id }, 'encrypted payload but QUEEN_ENCRYPTION_KEY is not set on this broker: data is null');
-    return null;
-  }
-  try {
-    return cipher.decrypt(row.encrypted);
-  } catch (err) {
-    ctx.log.error({ messageId: row.id, err: (err as Error).message }, 'cannot decrypt payload (wrong key or corrupt bytes): data is null');
-    return null;
+  const r = tryReadPayload(ctx, row);
+  if ('data' in r) return r.data;
+  ctx.log.error({ messageId: row.id, reason: r.unreadable }, 'cannot read encrypted payload (no key, wrong key or corrupt bytes): data is null');
+  return null;
+}
+
+/** The fixed text whose HMAC under the key is stored as the key check value. */
+const KEY_CHECK_TEXT = 'queen-mq encryption key check v1';
+
+/** HMAC-SHA256 of a fixed text under the key: tells keys apart without revealing them. */
+export function keyCheckValue(keyHex: string): string {
+  return createHmac('sha256', parseEncryptionKey(keyHex)).update(KEY_CHECK_TEXT).digest('hex');
+}
+
+/**
+ * Start-up check that every replica holds the same QUEEN_ENCRYPTION_KEY: the
+ * first broker with a key stores its key check value
+ * (queen.encryption_key_check); a broker whose key gives another value
+ * throws, so it never starts writing ciphertext the others cannot read. A
+ * broker without a key checks nothing (it refuses encrypted queues anyway).
+ */
+export async function checkEncryptionKey(db: Database, keyHex: string | undefined): Promise<void> {
+  if (!keyHex) return;
+  const kcv = keyCheckValue(keyHex);
+  const { rows } = await db.query<{ kcv: string }>(
+    `with ins as (insert into queen.encryption_key_check (kcv) values ($1) on conflict do nothing returning kcv)
+     select kcv from ins union all select kcv from queen.encryption_key_check limit 1`,
+    [kcv],
+  );
+  const stored = rows[0]?.kcv;
+  if (stored !== kcv) {
+    throw new Error(
+      'QUEEN_ENCRYPTION_KEY does not match the key this database was set up with (queen.encryption_key_check holds another key check value): ' +
+        'every broker on one database needs the same key, or encrypted messages become unreadable. Use the same key, or, only if no encrypted message must stay readable, delete that row.',
+    );
   }
 }

@@ -1,4 +1,5 @@
 import type { Database } from './database.js';
+import { LruMap } from './lru.js';
 
 export interface PartitionRef {
   queueName: string;
@@ -9,17 +10,32 @@ export interface PartitionRef {
 
 const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;
 
+/** Partition ids this broker keeps cached at most (names are the clients' choice). */
+export const PARTITION_CACHE_MAX = 50_000;
+
 /**
  * Queue/partition ids by name. Missing ones are created by
  * queen.ensure_partitions_v1, committed on their own before the main
  * transaction (PROTOCOL §4). Ids are cached: a push that finds its partition
  * deleted under it (another broker deleted the queue) forgets the cache and
- * retries once.
+ * retries once. The cache is an LRU of at most `maxCached` entries: a
+ * client pushing to ever new partition names costs a lookup per new name,
+ * never an ever larger heap.
  */
 export class PartitionDirectory {
-  private readonly cache = new Map<string, PartitionRef>();
+  private readonly cache: LruMap<string, PartitionRef>;
 
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    maxCached = PARTITION_CACHE_MAX,
+  ) {
+    this.cache = new LruMap(maxCached);
+  }
+
+  /** Entries cached now (bounded by the constructor's `maxCached`). */
+  get cachedCount(): number {
+    return this.cache.size;
+  }
 
   async ensure(targets: { queue: string; partition: string }[]): Promise<Map<string, PartitionRef>> {
     const out = new Map<string, PartitionRef>();
@@ -51,6 +67,6 @@ export class PartitionDirectory {
 
   forget(queue?: string): void {
     if (queue === undefined) return this.cache.clear();
-    for (const [k, v] of this.cache) if (v.queueName === queue) this.cache.delete(k);
+    for (const [k, v] of [...this.cache.entries()]) if (v.queueName === queue) this.cache.delete(k);
   }
 }

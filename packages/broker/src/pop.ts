@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { popQuery, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
+import { popQuery, QueenError, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
-import { readPayload } from './encryption.js';
+import { tryReadPayload, type UnreadableReason } from './encryption.js';
 import { registerRoute } from './http.js';
 import { metricsOf } from './metrics.js';
 
@@ -41,10 +41,10 @@ const POP_SQL: NamedStatement = {
                from (select 1) one
                left join queen.queues q on q.name = $1
                left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
-       left join lateral queen.log_pop_v2(
+       left join lateral queen.log_pop_v3(
               case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
               t.partition_id, $3, $4, $5, $6, $7, $8,
-              case when $9::text = 'now' then now() else $9::timestamptz end) r on true`,
+              case when $9::text = 'now' then now() else $9::timestamptz end, $10) r on true`,
 };
 
 /**
@@ -58,7 +58,7 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
   const sub = subscriptionStart(ctx, q);
   let { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
     POP_SQL,
-    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start],
+    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null],
   );
   if (rows[0]?.paused) return { kind: 'paused' };
   let expired = 0;
@@ -66,14 +66,16 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
   if (expired > 0) metricsOf(ctx).leaseExpired.inc({ queue }, expired);
   rows = rows.filter((r) => r.msg_offset !== null);
   if (rows.length === 0) return { kind: 'empty' };
+  const { delivered, data } = await readableRows(ctx, rows, q, leaseId);
+  rows = delivered as typeof rows;
   metricsOf(ctx).delivered.inc({ queue }, rows.length);
 
   const wireLease = q.autoAck ? '' : leaseId;
-  const messages: PoppedMessage[] = rows.map((r) => ({
+  const messages: PoppedMessage[] = rows.map((r, i) => ({
     id: r.id,
     transactionId: r.transaction_id,
     traceId: r.trace_id,
-    data: readPayload(ctx, r),
+    data: data[i],
     producerSub: r.producer_sub,
     createdAt: r.created_at,
     partitionId: r.partition_id,
@@ -98,6 +100,48 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
       messages,
     },
   };
+}
+
+/**
+ * The claimed rows this pop may deliver, with their payloads. Encryption
+ * never downgrades: a payload this broker cannot decrypt (no key, wrong key,
+ * corrupt bytes) is never delivered as null. Per partition the messages from
+ * the first unreadable one on are handed back (queen.log_pop_return_v1: the
+ * lease shrinks or ends, an autoAck cursor steps back), and when nothing is
+ * left to deliver the pop answers ENCRYPTION_KEY_MISSING (503) or
+ * PAYLOAD_UNDECRYPTABLE (500) naming the message, which stays in place.
+ */
+async function readableRows(ctx: BrokerContext, rows: PopRow[], q: PopQuery, leaseId: string): Promise<{ delivered: PopRow[]; data: unknown[] }> {
+  const delivered: PopRow[] = [];
+  const data: unknown[] = [];
+  const stopped = new Map<string, { from: string; last: string; reason: UnreadableReason; row: PopRow }>();
+  for (const r of rows) {
+    const stop = stopped.get(r.partition_id);
+    if (stop) {
+      stop.last = r.msg_offset;
+      continue;
+    }
+    const read = tryReadPayload(ctx, r);
+    if ('data' in read) {
+      delivered.push(r);
+      data.push(read.data);
+    } else stopped.set(r.partition_id, { from: r.msg_offset, last: r.msg_offset, reason: read.unreadable, row: r });
+  }
+  if (stopped.size === 0) return { delivered, data };
+  const items = [...stopped].map(([partitionId, s]) => ({ partitionId, from: s.from, last: s.last }));
+  await ctx.db.query('select queen.log_pop_return_v1($1, $2, $3, $4::jsonb)', [q.consumerGroup, leaseId, q.autoAck, JSON.stringify(items)]);
+  const [first] = stopped.values();
+  const where = { queue: first!.row.partition_name, partitionId: first!.row.partition_id, offset: first!.from, transactionId: first!.row.transaction_id };
+  ctx.log.error({ ...where, reason: first!.reason }, 'encrypted payload cannot be read on this broker: not delivered, left in place');
+  if (delivered.length > 0) return { delivered, data };
+  if (first!.reason === 'missing') {
+    throw new QueenError('ENCRYPTION_KEY_MISSING', `Message ${where.transactionId} is encrypted but QUEEN_ENCRYPTION_KEY is not set on this broker; it was not delivered and stays in place`, {
+      extra: { partitionId: where.partitionId, transactionId: where.transactionId },
+    });
+  }
+  throw new QueenError('PAYLOAD_UNDECRYPTABLE', `Message ${where.transactionId} does not decrypt with this broker's key (wrong key or corrupt bytes); it was not delivered and stays in place`, {
+    extra: { partitionId: where.partitionId, transactionId: where.transactionId },
+  });
 }
 
 /**

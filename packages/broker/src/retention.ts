@@ -17,6 +17,12 @@ export function setMaintenanceTask(ctx: BrokerContext, task: 'kv' | 'timers', ru
   featureTasks.set(ctx, { ...featureTasks.get(ctx), [task]: run });
 }
 
+/**
+ * Segments one retention transaction drops at most (default segments hold up
+ * to 10,000 messages): bounds how long it holds its partition's row lock.
+ */
+export const RETENTION_SEGMENTS_PER_TRANSACTION = 4;
+
 /** Transaction-level advisory lock: one maintenance pass at a time across every replica. */
 const MAINTENANCE_LOCK = 7_163_265_004;
 
@@ -24,7 +30,10 @@ export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions'
 
 /**
  * One maintenance pass (PROTOCOL §3.9): retention drops whole segments by the
- * queue's time / completed / max-wait rules, then partitions with no retained
+ * queue's time / completed / max-wait rules (completed = read by every
+ * cursor, every subscribed group and every stream query of the queue, with
+ * or without a cursor row), one partition and at most
+ * RETENTION_SEGMENTS_PER_TRANSACTION segments per transaction; then partitions with no retained
  * message and no push for QUEEN_PARTITION_CLEANUP_S are deleted unless a
  * stream state row or a live lease vetoes it; then the tasks other features
  * registered (setMaintenanceTask). Each step is its own transaction, so each
@@ -58,12 +67,28 @@ export async function runMaintenance(
     timers: { fired: 0 },
   };
   if (tasks.includes('retention')) {
-    const r = await step(async (client) => {
-      const { rows } = await client.query<{ r: { segmentsDropped: number; messagesDropped: number } }>('select queen.log_retention_v1() as r');
-      return rows[0]!.r;
-    });
-    if (!r) return null;
-    out.retention = { segmentsDropped: Number(r.value.segmentsDropped), messagesDropped: Number(r.value.messagesDropped) };
+    // One partition, a few segments, per transaction: a pass over a big
+    // backlog never holds a partition lock (and so its pushes) for longer
+    // than those segments take, and other partitions' pushes not at all.
+    const list = await step(async (client) => (await client.query<{ id: string }>('select id from queen.log_retention_candidates_v1() id')).rows.map((r) => r.id));
+    if (!list) return null;
+    for (const partitionId of list.value) {
+      for (;;) {
+        const r = await step(async (client) => {
+          const { rows } = await client.query<{ r: { segmentsDropped: number; messagesDropped: number; more: boolean } }>(
+            'select queen.log_retention_partition_v1($1, $2) as r',
+            [partitionId, RETENTION_SEGMENTS_PER_TRANSACTION],
+          );
+          return rows[0]!.r;
+        });
+        // Another replica started a pass meanwhile: it carries on from here.
+        if (!r) return out;
+        out.retention.segmentsDropped += Number(r.value.segmentsDropped);
+        out.retention.messagesDropped += Number(r.value.messagesDropped);
+        if (!r.value.more || ctx.shutdown.aborted) break;
+      }
+      if (ctx.shutdown.aborted) break;
+    }
   }
   if (tasks.includes('partitions')) {
     const r = await step(async (client) => {
