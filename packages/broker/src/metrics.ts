@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { routes } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
@@ -25,10 +25,123 @@ export interface BrokerMetrics {
 
 const byContext = new WeakMap<BrokerContext, BrokerMetrics>();
 
+/**
+ * Most label sets one scrape-time gauge reports: the N largest values (the
+ * deepest queues, the most lagging groups, ...), so a broker with thousands
+ * of queues or groups still answers a bounded /metrics.
+ */
+export const GAUGE_TOP_N = 100;
+
+/** Lag of a cursor row: retained messages after max(cursor, first − 1). */
+const LAG = 'greatest(p.head_offset - greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1), 0)';
+
+interface SqlGaugeSpec<L extends string> {
+  name: string;
+  help: string;
+  labelNames: L[];
+  /** One statement; `$1` = GAUGE_TOP_N. Rows carry the labels and `v`. */
+  sql: string;
+}
+
+/**
+ * The gauges computed on scrape, one SQL statement each (PROTOCOL §5.10 plus
+ * the extension series in the broker README). A failing statement (database
+ * down, statement timeout) leaves its gauge empty for that scrape and counts
+ * in `queen_metrics_collect_errors_total`: /metrics itself still answers.
+ */
+const sqlGauges: SqlGaugeSpec<string>[] = [
+  {
+    name: 'queen_queue_depth',
+    help: `Messages after the queue-mode cursor (__QUEUE_MODE__, the default group), per queue; the ${GAUGE_TOP_N} deepest queues`,
+    labelNames: ['queue'],
+    sql: `select p.queue_name as queue, sum(${LAG})::bigint as v
+            from queen.partitions p
+            left join queen.cursors c on c.partition_id = p.id and c.consumer_group = '__QUEUE_MODE__'
+           group by p.queue_name order by v desc, queue limit $1`,
+  },
+  {
+    name: 'queen_group_lag_messages',
+    help: `Retained messages not yet acked, per queue and consumer group; the ${GAUGE_TOP_N} largest`,
+    labelNames: ['queue', 'group'],
+    sql: `select p.queue_name as queue, c.consumer_group as "group", sum(${LAG})::bigint as v
+            from queen.cursors c join queen.partitions p on p.id = c.partition_id
+           group by 1, 2 order by v desc, 1, 2 limit $1`,
+  },
+  {
+    name: 'queen_group_lag_seconds',
+    help: `Age of the oldest message not yet acked, per queue and consumer group (0 when caught up); the ${GAUGE_TOP_N} largest`,
+    labelNames: ['queue', 'group'],
+    sql: `select p.queue_name as queue, c.consumer_group as "group",
+                 coalesce(max(extract(epoch from now() - h.created_at)), 0)::float8 as v
+            from queen.cursors c join queen.partitions p on p.id = c.partition_id
+            left join lateral (
+              select m.created_at from queen.messages m
+               where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+               order by m.msg_offset limit 1) h on true
+           group by 1, 2 order by v desc, 1, 2 limit $1`,
+  },
+  {
+    name: 'queen_dlq_depth',
+    help: `DLQ entries per queue (every group); the ${GAUGE_TOP_N} largest`,
+    labelNames: ['queue'],
+    sql: `select p.queue_name as queue, count(*)::bigint as v
+            from queen.dlq d join queen.partitions p on p.id = d.partition_id
+           group by 1 order by v desc, 1 limit $1`,
+  },
+  {
+    name: 'queen_stream_lag_messages',
+    help: `Source messages not yet acked by a stream query's default consumer group (streams.<name>); the ${GAUGE_TOP_N} largest`,
+    labelNames: ['query'],
+    sql: `select q.name as query, coalesce(sum(${LAG}), 0)::bigint as v
+            from queen_streams.queries q
+            left join queen.queues qu on qu.name = q.source_queue
+            left join queen.partitions p on p.queue_id = qu.id
+            left join queen.cursors c on c.partition_id = p.id and c.consumer_group = 'streams.' || q.name
+           group by q.name order by v desc, q.name limit $1`,
+  },
+  {
+    name: 'queen_stream_state_rows',
+    help: `State rows (open windows, gate state) per stream query; the ${GAUGE_TOP_N} largest`,
+    labelNames: ['query'],
+    sql: `select q.name as query, count(s.key)::bigint as v
+            from queen_streams.queries q left join queen_streams.state s on s.query_id = q.query_id
+           group by q.name order by v desc, q.name limit $1`,
+  },
+];
+
 function createMetrics(ctx: BrokerContext): BrokerMetrics {
   const registry = new Registry();
   const registers = [registry];
   const pool = ctx.db.pool;
+  // Node process metrics (CPU, memory, event loop lag, GC, handles) on this broker's registry.
+  collectDefaultMetrics({ register: registry });
+  const collectErrors = new Counter({
+    name: 'queen_metrics_collect_errors_total',
+    help: 'Scrape-time gauges left empty because their SQL statement failed',
+    labelNames: ['gauge'],
+    registers,
+  });
+  for (const spec of sqlGauges) {
+    new Gauge({
+      name: spec.name,
+      help: spec.help,
+      labelNames: spec.labelNames,
+      registers,
+      async collect() {
+        try {
+          const { rows } = await ctx.db.query<Record<string, string | number>>(spec.sql, [GAUGE_TOP_N]);
+          this.reset();
+          for (const row of rows) {
+            this.set(Object.fromEntries(spec.labelNames.map((l) => [l, String(row[l])])), Number(row.v));
+          }
+        } catch (err) {
+          this.reset();
+          collectErrors.inc({ gauge: spec.name });
+          ctx.log.warn({ err, gauge: spec.name }, 'metrics gauge not collected');
+        }
+      },
+    });
+  }
   new Gauge({
     name: 'queen_db_pool_connections',
     help: 'PostgreSQL pool connections by state (total, idle, active, waiting requests)',
