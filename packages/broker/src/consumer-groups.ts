@@ -23,9 +23,12 @@ interface GroupRow {
  * messages not yet acked) and time lag = age of the oldest pending message;
  * then rolled up per queue and per group.
  */
-export async function listGroups(ctx: BrokerContext) {
+export async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number } = { limit: 2147483647, offset: 0 }) {
+  // A page of group names first (bytewise order), so only their cursors are rolled up.
   const { rows } = await ctx.db.query<GroupRow>(
-    `with per as (
+    `with page as (
+       select distinct c.consumer_group collate "C" as grp from queen.cursors c order by grp limit $1 offset $2
+     ), per as (
        select c.consumer_group as grp, p.queue_name as queue,
               greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0) as lag,
               coalesce(floor(extract(epoch from now() - (
@@ -35,6 +38,7 @@ export async function listGroups(ctx: BrokerContext) {
               case when c.lease_id is not null and c.lease_expires_at > now() then c.lease_id end as live_lease,
               coalesce(c.last_acked_at, c.created_at) as last_ack
          from queen.cursors c join queen.partitions p on p.id = c.partition_id
+        where c.consumer_group in (select grp from page)
      ), per_queue as (
        select grp, queue, sum(lag)::bigint as lag, max(time_lag)::bigint as time_lag from per group by grp, queue
      )
@@ -46,7 +50,8 @@ export async function listGroups(ctx: BrokerContext) {
                     count(*) filter (where lag > 0)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
                     floor(extract(epoch from now() - max(last_ack)))::int as idle_s
                from per group by grp) g
-      order by g.grp`,
+      order by g.grp collate "C"`,
+    [page.limit, page.offset],
   );
   return rows.map((r) => {
     const totalLag = Number(r.total_lag);
@@ -86,7 +91,7 @@ export async function deleteGroup(ctx: BrokerContext, group: string, queue: stri
 }
 
 export function consumerGroupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  registerRoute(app, adminRoutes.groupList, async () => listGroups(ctx));
+  registerRoute(app, adminRoutes.groupList, async ({ query }) => listGroups(ctx, query));
   registerRoute(app, adminRoutes.groupDelete, async ({ params, query }) => deleteGroup(ctx, params.group, null, query.deleteMetadata ?? true));
   registerRoute(app, adminRoutes.groupQueueDelete, async ({ params, query }) =>
     deleteGroup(ctx, params.group, params.queue, query.deleteMetadata ?? true),

@@ -69,15 +69,17 @@ export async function dropQuery(ctx: BrokerContext, name: string) {
 export function streamQueryRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   registerRoute(app, streamRoutes.streamsRegister, async ({ body }) => registerQuery(ctx, body));
 
-  registerRoute(app, streamRoutes.streamsList, async () => {
+  registerRoute(app, streamRoutes.streamsList, async ({ query }) => {
     const { rows } = await ctx.db.query(
       `select q.query_id, q.name, q.source_queue, q.sink_queue, q.config_hash,
               queen.iso(q.created_at) as created_at, queen.iso(q.updated_at) as updated_at,
               (select count(*) from queen_streams.state s where s.query_id = q.query_id)::int as state_rows
          from queen_streams.queries q
-        order by q.name collate "C"`,
+        order by q.name collate "C" limit $1 offset $2`,
+      [query.limit, query.offset],
     );
-    return { queries: rows };
+    const { rows: count } = await ctx.db.query<{ n: number }>('select count(*)::int as n from queen_streams.queries');
+    return { queries: rows, pagination: { limit: query.limit, offset: query.offset }, total: count[0]!.n };
   });
 
   registerRoute(app, streamRoutes.streamsDrop, async ({ body }) => dropQuery(ctx, body.name));

@@ -142,8 +142,13 @@ export function transactionRoutes(app: FastifyInstance, ctx: BrokerContext): voi
     // kv and timers are validated here (PROTOCOL §5.7); without the KV
     // feature composed in they are refused clearly, never dropped silently.
     const ext = extensions.get(ctx) ?? {};
+    const pushItems = (body.operations ?? []).reduce((n, op) => n + (op.type === 'push' ? op.items.length : 0), 0);
     const details = [
       ...(body.kv?.length && !ext.kv ? [{ field: 'body.kv', message: 'kv is not enabled on this broker' }] : []),
+      // QUEEN_MAX_PUSH_ITEMS bounds a transaction's push items in total, as it bounds a push.
+      ...(pushItems > ctx.config.maxPushItems
+        ? [{ field: 'body.operations', message: `must hold at most ${ctx.config.maxPushItems} push items in total (got ${pushItems})` }]
+        : []),
     ];
     if (details.length) throw new QueenError('VALIDATION_FAILED', details.map((d) => d.message).join('; '), { details });
     return runTransaction(ctx, body, request.principal?.subject ?? null);

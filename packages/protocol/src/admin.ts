@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ackStatus } from './ack.js';
 import { pushItem } from './push.js';
 import type { RouteSpec } from './routes.js';
-import { isoTime, name255, offset, queryBool, queryInt, queueName, uuid } from './values.js';
+import { isoTime, listPageQuery, name255, offset, queryBool, queryInt, queueName, uuid } from './values.js';
 
 // Schemas of the administrative and semantic routes (PROTOCOL §5.1, §5.2
 // delete, §5.7, §5.8, §5.9, §5.10): configure, queue delete, consumer groups,
@@ -257,16 +257,30 @@ export const txnTimer = z
   });
 export type TxnTimer = z.infer<typeof txnTimer>;
 
+/**
+ * Caps of one transaction (PROTOCOL §5.7): everything it touches is locked
+ * until it commits, so an unbounded array could exhaust PostgreSQL's lock
+ * table for every session. Push items in total are capped by the broker's
+ * QUEEN_MAX_PUSH_ITEMS.
+ */
+export const TXN_MAX_KV = 1000;
+export const TXN_MAX_TIMERS = 1000;
+export const TXN_MAX_ACKS = 10000;
+
 export const transactionBody = z
   .object({
     operations: z.array(z.discriminatedUnion('type', [txnPushOp, txnAckOp])).optional(),
     requiredLeases: z.array(z.unknown()).optional(),
-    kv: z.array(txnKvOp).optional(),
-    timers: z.array(txnTimer).optional(),
+    kv: z.array(txnKvOp).max(TXN_MAX_KV).optional(),
+    timers: z.array(txnTimer).max(TXN_MAX_TIMERS).optional(),
   })
   .superRefine((b, ctx) => {
     if (!b.operations?.length && !b.kv?.length && !b.timers?.length) {
       ctx.addIssue({ code: 'custom', path: ['operations'], message: 'at least one of operations, kv or timers must be non-empty' });
+    }
+    const acks = b.operations?.filter((op) => op.type === 'ack').length ?? 0;
+    if (acks > TXN_MAX_ACKS) {
+      ctx.addIssue({ code: 'custom', path: ['operations'], message: `must hold at most ${TXN_MAX_ACKS} ack operations (got ${acks})` });
     }
   });
 export type TransactionBody = z.infer<typeof transactionBody>;
@@ -305,7 +319,7 @@ function route<const S extends RouteSpec>(spec: S): S {
 export const adminRoutes = {
   configure: route({ method: 'POST', url: '/api/v1/configure', level: 'read-write', summary: 'Create or configure a queue (options merge)', body: configureBody, response: configureResponse }),
   queueDelete: route({ method: 'DELETE', url: '/api/v1/resources/queues/:queue', level: 'admin', summary: 'Delete a queue and everything it holds', params: adminQueueParams, response: queueDeleteResponse }),
-  groupList: route({ method: 'GET', url: '/api/v1/consumer-groups', level: 'read-only', summary: 'Consumer groups with lag and state', response: groupListResponse }),
+  groupList: route({ method: 'GET', url: '/api/v1/consumer-groups', level: 'read-only', summary: 'Consumer groups with lag and state (paged by name: limit, offset)', query: listPageQuery, response: groupListResponse }),
   groupDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group', level: 'admin', summary: 'Delete a consumer group on every queue', params: adminGroupParams, query: groupDeleteQuery, response: groupDeleteResponse }),
   groupQueueDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group/queues/:queue', level: 'admin', summary: 'Delete a consumer group on one queue', params: groupQueueParams, query: groupDeleteQuery, response: groupDeleteResponse }),
   seekQueue: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/seek', level: 'read-write', summary: 'Move the group cursor of every partition of a queue', params: groupQueueParams, body: queueSeekBody, response: queueSeekResponse }),

@@ -7,7 +7,7 @@ import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
 import { streamRoutes } from './streams.js';
-import { name255, queueName } from './values.js';
+import { listPageQuery, name255, queueName } from './values.js';
 
 /** Access levels nest: admin ⊇ read-write ⊇ read-only. */
 export type AccessLevel = 'public' | 'read-only' | 'read-write' | 'admin';
@@ -49,8 +49,8 @@ export const routes = {
   ack: route({ method: 'POST', url: '/api/v1/ack', level: 'read-write', summary: 'Acknowledge one message', body: ackBody, response: ackResponse }),
   ackBatch: route({ method: 'POST', url: '/api/v1/ack/batch', level: 'read-write', summary: 'Acknowledge many messages', body: ackBatchBody, response: ackResponse }),
   leaseExtend: route({ method: 'POST', url: '/api/v1/lease/:leaseId/extend', level: 'read-write', summary: 'Extend a live lease', params: leaseExtendParams, body: leaseExtendBody, response: leaseExtendResponse }),
-  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues' }),
-  queueGet: route({ method: 'GET', url: '/api/v1/resources/queues/:queue', level: 'read-only', summary: 'Queue detail with partitions and offsets', params: queueParams }),
+  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues (paged: limit, offset)', query: listPageQuery }),
+  queueGet: route({ method: 'GET', url: '/api/v1/resources/queues/:queue', level: 'read-only', summary: 'Queue detail with partitions and offsets (partitions paged: limit, offset)', params: queueParams, query: listPageQuery }),
   groupGet: route({
     method: 'GET',
     url: '/api/v1/consumer-groups/:group',

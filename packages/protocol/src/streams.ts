@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { pushItem, pushResult } from './push.js';
 import type { RouteSpec } from './routes.js';
-import { name255, queueName, uuid } from './values.js';
+import { listPageQuery, name255, queueName, uuid } from './values.js';
 
 // Streams (PROTOCOL §7): register/list/drop a query, the cycle commit, the
 // state read. Keys are snake_case on the wire (compat).
@@ -154,7 +154,13 @@ export const stateGetBody = z.object({
   key_prefix: z.string().max(1024).refine((s) => !s.includes('\u0000'), 'must not contain U+0000').optional(),
   /** Rows whose `value.windowEnd` is a JSON number ≤ this (epoch ms). */
   ripe_at_or_before: z.number().finite().optional(),
+  /** Page size: at most this many rows (default and maximum STATE_GET_MAX_ROWS). */
+  limit: z.number().int().min(1).max(10000).optional(),
+  /** Page cursor: only keys bytewise after this one (the previous page's `next_after`). */
+  after: z.string().max(2048).refine((s) => !s.includes('\u0000'), 'must not contain U+0000').optional(),
 });
+/** Rows one state/get answers at most; a longer result is paged with `after`. */
+export const STATE_GET_MAX_ROWS = 10000;
 export type StateGetBody = z.infer<typeof stateGetBody>;
 
 export const stateRow = z.object({
@@ -163,7 +169,8 @@ export const stateRow = z.object({
   version: z.number().int(),
   updated_at: z.string(),
 });
-export const stateGetResponse = z.object({ success: z.literal(true), rows: z.array(stateRow) });
+/** `next_after`: set when more rows match (pass it as `after`), null on the last page. */
+export const stateGetResponse = z.object({ success: z.literal(true), rows: z.array(stateRow), next_after: z.string().nullable() });
 
 function route<const S extends RouteSpec>(spec: S): S {
   return spec;
@@ -178,7 +185,7 @@ export const streamRoutes = {
     body: streamRegisterBody,
     response: streamRegisterResponse,
   }),
-  streamsList: route({ method: 'GET', url: '/streams/v1/queries', level: 'read-only', summary: 'List stream queries with their state row counts', response: streamListResponse }),
+  streamsList: route({ method: 'GET', url: '/streams/v1/queries', level: 'read-only', summary: 'List stream queries with their state row counts (paged by name: limit, offset)', query: listPageQuery, response: streamListResponse }),
   streamsDrop: route({
     method: 'POST',
     url: '/streams/v1/queries/drop',

@@ -38,4 +38,19 @@ export function queryInt(min: number, max: number) {
     .pipe(z.number().int().min(min).max(max));
 }
 
+/** Most rows a listing answers per page (`limit`), and its default. */
+export const LIST_MAX_LIMIT = 10000;
+export const LIST_DEFAULT_LIMIT = 1000;
+
+/**
+ * `?limit=&offset=` of the list routes (queues, a queue's partitions,
+ * consumer groups, stream queries): at most LIST_MAX_LIMIT rows a page,
+ * LIST_DEFAULT_LIMIT when absent, in the route's stable order.
+ */
+export const listPageQuery = z.object({
+  limit: queryInt(1, LIST_MAX_LIMIT).default(LIST_DEFAULT_LIMIT),
+  offset: queryInt(0, 2147483647).default(0),
+});
+export type ListPageQuery = z.infer<typeof listPageQuery>;
+
 export const payload = z.unknown();
