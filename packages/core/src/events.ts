@@ -8,6 +8,12 @@ export interface RunnerEvents {
   'window:flush': { partitionId: string; partition: string; stateOps: number; pushes: number; emits: number };
   /** The lease of a batch was gone when its cycle arrived; nothing of it was applied, the batch comes back. */
   'lease:lost': { partitionId: string; leaseId: string; code: string };
+  /**
+   * A poison message (a user function threw on it on every delivery) went to
+   * the DLQ after `deliveries` deliveries (the source queue's retryLimit + 1);
+   * `error` is the text stored in the DLQ row. The partition moved on.
+   */
+  'message:dead-lettered': { partitionId: string; partition: string; offset: string; transactionId: string; deliveries: number; error: string };
 }
 
 export type RunnerEventName = keyof RunnerEvents;

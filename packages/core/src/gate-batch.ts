@@ -6,9 +6,12 @@ import { runPostStages, runPreStages, type KeyedValue } from './pre-ops.js';
 import { gateStateKey } from './keys.js';
 import { messageIdentity } from './transaction-id.js';
 
-/** Thrown when a gate throws or answers something other than a boolean or {allow}. */
+/**
+ * Thrown when a gate throws or answers something other than a boolean or
+ * {allow}; `offset` is the source message it was evaluating (poison, see poison.ts).
+ */
 export class GateEvalError extends Error {
-  constructor(message: string, cause?: unknown) {
+  constructor(message: string, cause?: unknown, readonly offset?: string) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = 'GateEvalError';
   }
@@ -79,8 +82,8 @@ export async function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedG
       try {
         allow = decide(await gate.evaluate(v.value, { state, streamTimeMs: Date.now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
       } catch (err) {
-        if (err instanceof GateEvalError) throw err;
-        throw new GateEvalError(`gate threw: ${err instanceof Error ? err.message : String(err)}`, err);
+        if (err instanceof GateEvalError) throw new GateEvalError(`${err.message} (message at offset ${message.offset})`, err, message.offset);
+        throw new GateEvalError(`gate threw on the message at offset ${message.offset}: ${err instanceof Error ? err.message : String(err)}`, err, message.offset);
       }
       if (!allow) {
         denied = true;

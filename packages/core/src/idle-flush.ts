@@ -13,35 +13,61 @@ import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
  */
 const nextRipeHint = new WeakMap<TouchedPartition, number>();
 
-/** Partitions quiet for longer than this are no longer flushed by this runner. */
-export const TOUCHED_WINDOW_MS = 5 * 60 * 1000;
+/** What one flush pass knows when it reaches a partition. */
+export interface FlushPass {
+  /** Processing time: the broker's clock, read before the lag. Absent in event time. */
+  processingClockMs?: number;
+  /** Partitions the source group had fully consumed, by a lag read started at `lagReadAt`; absent if not read. */
+  caughtUp?: ReadonlySet<string>;
+  /** performance.now() when that lag read started. */
+  lagReadAt?: number;
+}
 
 /**
  * One idle flush of one partition (PROTOCOL §7.6): the rows ripe at
- * `clock − grace` (clock = the wall clock in processing time, read before the
- * source group was seen caught up on this partition; the stored watermark in
- * event time — a flush never advances it) become one ack:null
+ * `clock − grace` (clock = the broker's clock in processing time, read before
+ * the source group was seen caught up on this partition; the stored watermark
+ * in event time — a flush never advances it) become one ack:null
  * cycle deleting each row at the version it was read and pushing its emit.
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
  * next tick (or the next cycle) closes the window instead. It reads all open
  * rows of the operator (ripeness is decided here, strictly past the end for
  * merging windows) and remembers when the rest ripen, so a quiet partition
  * costs no request per tick until then or until a cycle commits on it.
+ *
+ * Liveness: a partition leaves the flush set only here, when it holds no
+ * open window any more — never because it has been quiet for a while, so a
+ * window longer than any quiet period (cron day, a long session gap) is
+ * still emitted. A batch that ended without a known commit (its cycle's
+ * answer was lost) holds the partition back only until the source group is
+ * seen caught up on it: then that batch committed after all (or was
+ * redelivered and committed), and nothing of it is pending.
  */
-export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, processingClockMs?: number, touched?: TouchedPartition): Promise<'deferred' | void> {
+export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, pass: FlushPass = {}): Promise<'deferred' | void> {
   const { plan } = rt;
   const { plugin, options } = plan.window!;
-  // A batch of this partition is in a cycle or coming back (not committed): wait for it.
-  if (rt.touched.get(partitionId)?.awaitingRedelivery) return 'deferred';
+  let touched = rt.touched.get(partitionId);
+  if (touched?.awaitingRedelivery) {
+    const settled = pass.caughtUp?.has(partitionId) && pass.lagReadAt !== undefined && (touched.markedAt ?? Infinity) < pass.lagReadAt;
+    // A batch of this partition is in a cycle or coming back (not committed): wait for it.
+    if (!settled) return 'deferred';
+    touched = { partition: touched.partition, lastTouchedMs: touched.lastTouchedMs };
+    rt.touched.set(partitionId, touched);
+  }
+  const forget = () => {
+    // Only the entry this flush judged: a cycle since then replaced it and keeps the partition in.
+    if (touched && rt.touched.get(partitionId) === touched) rt.touched.delete(partitionId);
+  };
   const hint = touched ? nextRipeHint.get(touched) : undefined;
   // Event time: only a cycle moves the watermark, and a cycle drops the hint.
   if (options.eventTime && hint !== undefined) return;
   let clock: number | undefined;
   if (options.eventTime) {
     clock = storedWatermark(rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] })));
-    if (clock === undefined) return;
+    // No watermark: no event was ever folded here, so no window is open.
+    if (clock === undefined) return forget();
   } else {
-    clock = processingClockMs ?? Date.now();
+    clock = pass.processingClockMs ?? rt.clock.now();
   }
   const ripeAtOrBefore = clock - options.gracePeriodMs;
   // Nothing of this partition can be ripe yet, and no cycle has committed since we looked: no request.
@@ -52,6 +78,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
   const next = nextRipeAt(plan, rows, ripeAtOrBefore);
   const fold = flushRipeRows(plan, rows, ripeAtOrBefore);
   if (fold.stateOps.length === 0) {
+    if (next === Infinity) return forget();
     if (touched) nextRipeHint.set(touched, next);
     return;
   }
@@ -66,7 +93,8 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     ack: null,
   });
   if (res.success) {
-    if (touched) nextRipeHint.set(touched, next);
+    if (next === Infinity) forget();
+    else if (touched) nextRipeHint.set(touched, next);
     rt.metrics.flushCyclesTotal += 1;
     rt.events.emit('window:flush', { partitionId, partition, stateOps: fold.stateOps.length, pushes: pushItems.length, emits: fold.emits.length });
   } else if (res.code !== 'VERSION_CONFLICT') {
@@ -76,24 +104,25 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
 
 /**
  * A runner that starts after a restart has touched nothing yet, but open
- * windows of its previous life may be waiting on quiet partitions: seed the
- * flush set with the source partitions active in the last five minutes
- * (only the pinned one for a partition source).
+ * windows of its previous life may be waiting on quiet partitions, however
+ * long ago they were last written: seed the flush set with every partition
+ * of the source (only the pinned one for a partition source). The first pass
+ * reads each one's rows and drops those with no open window, so what stays is
+ * exactly the partitions the state rows name.
  */
 export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Promise<void> {
-  let detail: { partitions?: { id: string; name: string; lastActivity?: string | null }[] };
+  let detail: { partitions?: { id: string; name: string }[] };
   try {
     detail = await queen.request('GET', `/api/v1/resources/queues/${encodeURIComponent(rt.plan.sourceQueue)}`, { idempotent: true });
   } catch (err) {
     if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return;
     throw err;
   }
-  const since = Date.now() - TOUCHED_WINDOW_MS;
+  const now = rt.clock.local();
   for (const p of detail.partitions ?? []) {
     // A pinned source never touches the queue's other partitions.
     if (rt.plan.sourcePartition !== null && p.name !== rt.plan.sourcePartition) continue;
-    const last = p.lastActivity ? Date.parse(p.lastActivity) : NaN;
-    if (last >= since && !rt.touched.has(p.id)) rt.touched.set(p.id, { partition: p.name, lastTouchedMs: last });
+    if (!rt.touched.has(p.id)) rt.touched.set(p.id, { partition: p.name, lastTouchedMs: now });
   }
 }
 
@@ -122,35 +151,43 @@ async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<
 export const FLUSH_CONCURRENCY = 16;
 
 /**
- * One pass over the partitions touched in the last five minutes, each under
- * its partition lock, FLUSH_CONCURRENCY at a time (a sequential pass over
- * many quiet partitions would delay the last one's close by the whole pass).
- * Answers how many partitions it had to defer because a batch of theirs was
- * not committed yet (not caught up, or in a cycle).
+ * One pass over the flush set, each partition under its partition lock,
+ * FLUSH_CONCURRENCY at a time (a sequential pass over many quiet partitions
+ * would delay the last one's close by the whole pass). Answers how many
+ * partitions it had to defer because a batch of theirs was not committed
+ * yet (not caught up, or in a cycle).
  */
-export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<number> {
+export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen, url: string, bearerToken?: string): Promise<number> {
   if (rt.touched.size === 0) return 0;
   const processingTime = !rt.plan.window!.options.eventTime;
-  // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
-  const clock = Date.now();
-  let caughtUp: Set<string> | undefined;
+  const pass: FlushPass = {};
   if (processingTime) {
+    // Without a sample the broker's clock is unknown: never close on the runner's own.
+    if (!rt.clock.synced) {
+      try {
+        await rt.clock.probe(url, bearerToken);
+      } catch (err) {
+        rt.report(err, { phase: 'flush' });
+        return 0;
+      }
+    }
+    // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
+    pass.processingClockMs = rt.clock.now();
+  }
+  // Event time needs the lag only to release partitions held by an unknown commit.
+  if (processingTime || [...rt.touched.values()].some((t) => t.awaitingRedelivery)) {
+    pass.lagReadAt = performance.now();
     try {
-      caughtUp = await caughtUpPartitions(rt, queen);
+      pass.caughtUp = await caughtUpPartitions(rt, queen);
     } catch (err) {
       rt.report(err, { phase: 'flush' });
       return 0;
     }
   }
-  const now = Date.now();
   let deferred = 0;
   const due: [string, TouchedPartition][] = [];
   for (const [partitionId, info] of [...rt.touched]) {
-    if (now - info.lastTouchedMs > TOUCHED_WINDOW_MS) {
-      rt.touched.delete(partitionId);
-      continue;
-    }
-    if (caughtUp && !caughtUp.has(partitionId)) {
+    if (processingTime && !pass.caughtUp!.has(partitionId)) {
       deferred += 1;
       continue;
     }
@@ -161,7 +198,7 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): P
     while (next < due.length && !rt.isStopped()) {
       const [partitionId, info] = due[next++]!;
       try {
-        const outcome = await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, processingTime ? clock : undefined, info));
+        const outcome = await rt.locks.run(partitionId, () => flushPartition(rt, partitionId, info.partition, pass));
         if (outcome === 'deferred') deferred += 1;
       } catch (err) {
         rt.report(err, { phase: 'flush', partitionId });

@@ -28,6 +28,7 @@ export { SEP, WATERMARK_KEY, escapeKeyPart, unescapeKeyPart, isoMs, windowStateK
 export { toEpochMs } from './event-time.js';
 export { sinkTransactionId, messageIdentity, lateIdentity } from './transaction-id.js';
 export { runQuery, type RunOptions, type RunHandle } from './runner.js';
-export type { RunMetrics, ErrorInfo, ErrorPhase } from './runner-context.js';
+export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './runner-context.js';
+export { BrokerClock } from './broker-clock.js';
 export { RunnerEmitter, type RunnerEvents, type RunnerEventName } from './events.js';
 export type { CycleRequest, CycleResponse, StateOp, StateRow, StateGetRequest, RegisterRequest, RegisterResponse } from './wire.js';

@@ -8,10 +8,14 @@ export interface KeyedValue {
   key: string;
 }
 
-/** Thrown when a user operator throws; the runner reports phase "operator". */
+/**
+ * Thrown when a user operator throws; the runner reports phase "operator".
+ * `offset` names the source message it threw on, when there is one (a window
+ * emit has none): that message is then handled as poison (see poison.ts).
+ */
 export class OperatorError extends Error {
-  constructor(readonly stage: string, cause: unknown) {
-    super(`.${stage}() threw: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  constructor(readonly stage: string, cause: unknown, readonly offset?: string) {
+    super(`.${stage}() threw${offset === undefined ? '' : ` on the message at offset ${offset}`}: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
     this.name = 'OperatorError';
   }
 }
@@ -33,7 +37,7 @@ export function runPreStages(stages: readonly PreStage[], message: SourceMessage
           for (const out of (stage as TransformStage).transform(v.value, ctx)) next.push({ value: out, key: v.key });
         }
       } catch (err) {
-        throw new OperatorError(stage.kind, err);
+        throw new OperatorError(stage.kind, err, message.offset);
       }
     }
     values = next;
@@ -51,7 +55,7 @@ export function runPostStages(stages: readonly TransformStage[], value: unknown,
       try {
         next.push(...stage.transform(v, ctx));
       } catch (err) {
-        throw new OperatorError(stage.kind, err);
+        throw new OperatorError(stage.kind, err, ctx.offset);
       }
     }
     values = next;

@@ -2,7 +2,8 @@ import { Queen, QueenError } from '@queen-mq/client';
 import type { PopResponse } from '@queen-mq/protocol';
 import type { CompiledQuery } from './compile.js';
 import type { SourceMessage } from './source-message.js';
-import type { ErrorInfo, RunMetrics, RunnerContext, TouchedPartition } from './runner-context.js';
+import type { ErrorInfo, RunMetrics, RunnerContext, RunnerLogger, TouchedPartition } from './runner-context.js';
+import { BrokerClock } from './broker-clock.js';
 import { chainError } from './chain-error.js';
 import { RunnerEmitter } from './events.js';
 import { PartitionLocks } from './partition-lock.js';
@@ -32,9 +33,19 @@ export interface RunOptions {
   onError?: (error: Error, info: ErrorInfo) => void;
   /** Stops the runner when aborted (like `handle.stop()`). */
   abortSignal?: AbortSignal;
+  /** Where log lines go (a dead-lettered poison message); `warn(message)`. Default `console`. */
+  logger?: RunnerLogger;
+  /**
+   * TEST SEAM: the runner's own clock, epoch ms (default `Date.now`). The
+   * runner never closes a processing-time window on it directly: it learns
+   * the broker's offset from what the broker stamps (see BrokerClock), so a
+   * clock shifted by ±30 s, or a fake clock jumping ahead, exercises exactly
+   * the arithmetic a skewed machine would.
+   */
+  clock?: () => number;
 }
 
-/** A running query. Events: `cycle:commit`, `window:flush`, `lease:lost`. */
+/** A running query. Events: `cycle:commit`, `window:flush`, `lease:lost`, `message:dead-lettered`. */
 export interface RunHandle extends RunnerEmitter {
   /** The query's name (`options.queryId`). */
   readonly name: string;
@@ -105,6 +116,8 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   const maxPartitions = intOption('maxPartitions', options.maxPartitions, 4, 1, 1000);
   const maxWaitMillis = intOption('maxWaitMillis', options.maxWaitMillis, 1000, 0, 300000);
   const consumerGroup = options.consumerGroup ?? `streams.${options.queryId}`;
+  if (options.clock !== undefined && typeof options.clock !== 'function') throw chainError('run(): clock must be a function returning epoch ms');
+  if (options.logger !== undefined && typeof options.logger?.warn !== 'function') throw chainError('run(): logger must have a warn(message) method');
 
   const queen = new Queen({ url: options.url, bearerToken: options.bearerToken });
   const api = new StreamsApi(queen);
@@ -139,17 +152,22 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
     errorsTotal: 0,
     gateAllowsTotal: 0,
     gateDenialsTotal: 0,
+    poisonRetriesTotal: 0,
+    messagesDeadLetteredTotal: 0,
   };
   const stopper = new AbortController();
   const rt: RunnerContext = {
     plan,
     queryId: queryUuid,
+    queryName: options.queryId,
     consumerGroup,
     api,
     locks: new PartitionLocks(),
     events,
     metrics,
     touched: new Map<string, TouchedPartition>(),
+    clock: new BrokerClock(options.clock),
+    logger: options.logger ?? console,
     isStopped: () => stopper.signal.aborted,
     report(err, info) {
       metrics.errorsTotal += 1;
@@ -182,7 +200,11 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   }
 
   /** One pop's batches: each partition's cycle under its partition lock, the partitions concurrently. */
-  async function processPop(pop: PopResponse): Promise<void> {
+  async function processPop(pop: PopResponse, receivedAt: number): Promise<void> {
+    // PostgreSQL stamped every popped message before the pop answered: a sample of the broker's clock.
+    let newest = -Infinity;
+    for (const m of pop.messages) newest = Math.max(newest, Date.parse(m.createdAt));
+    rt.clock.observe(newest, receivedAt);
     const batches = groupByPartition(pop);
     const stopExtending = extendWhileBusy(pop.leaseId);
     try {
@@ -212,8 +234,10 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
           continue;
         }
         let pop: PopResponse | null;
+        let receivedAt = 0;
         try {
           pop = await source.pop({ batch: batchSize, wait: true, timeout: maxWaitMillis, consumerGroup, partitions: maxPartitions, signal: stopper.signal });
+          receivedAt = rt.clock.local();
           failures = 0;
         } catch (err) {
           if (stopper.signal.aborted) return;
@@ -223,7 +247,7 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
           continue;
         }
         if (!pop || pop.messages.length === 0) continue;
-        const done: Promise<void> = processPop(pop).finally(() => inFlight.delete(done));
+        const done: Promise<void> = processPop(pop, receivedAt).finally(() => inFlight.delete(done));
         inFlight.add(done);
       }
     } finally {
@@ -249,14 +273,14 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
       if (wait > 0) await sleep(wait, stopper.signal);
       else tick = Date.now(); // a pass overran a whole interval: do not burst to catch up
       if (stopper.signal.aborted) return;
-      const deferred = await flushTouchedPartitions(rt, queen);
+      const deferred = await flushTouchedPartitions(rt, queen, options.url, options.bearerToken);
       // A partition whose last batch was still committing at the tick would
       // otherwise wait a whole interval more: look once more shortly after.
       const retryIn = Math.min(FLUSH_RETRY_MS, every / 4);
       if (deferred > 0 && tick + every - Date.now() > retryIn * 2) {
         await sleep(retryIn, stopper.signal);
         if (stopper.signal.aborted) return;
-        await flushTouchedPartitions(rt, queen);
+        await flushTouchedPartitions(rt, queen, options.url, options.bearerToken);
       }
     }
   }

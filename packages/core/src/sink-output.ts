@@ -14,11 +14,25 @@ export interface SinkOutput {
 }
 
 /**
+ * The effects one batch has already run, by `identity␟outputIndex`. A cycle
+ * recomputed after VERSION_CONFLICT hands the same set back to sinkOutputs,
+ * so an effect does not run a second time for an emit it already served.
+ */
+export type EffectsDone = Set<string>;
+
+/**
  * Turns outputs into the cycle's push items, each with its deterministic
  * transactionId (outputIndex numbers the items of one emit), or runs the
- * sink's effect (foreach: before the cycle commits — at-least-once).
+ * sink's effect (foreach: before the cycle commits — at-least-once). With
+ * `effectsDone`, an effect already run for an emit of this batch is skipped.
  */
-export async function sinkOutputs(plan: CompiledQuery, queryId: string, partitionId: string, outputs: readonly SinkOutput[]): Promise<CyclePushItem[]> {
+export async function sinkOutputs(
+  plan: CompiledQuery,
+  queryId: string,
+  partitionId: string,
+  outputs: readonly SinkOutput[],
+  effectsDone?: EffectsDone,
+): Promise<CyclePushItem[]> {
   const sink = plan.sink;
   const items: CyclePushItem[] = [];
   if (!sink) return items;
@@ -31,7 +45,7 @@ export async function sinkOutputs(plan: CompiledQuery, queryId: string, partitio
         try {
           produced = sink.toPushItems(payload, out.ctx);
         } catch (err) {
-          throw new OperatorError(sink.kind, err);
+          throw new OperatorError(sink.kind, err, out.ctx.offset);
         }
         for (const item of produced) {
           items.push({
@@ -42,12 +56,14 @@ export async function sinkOutputs(plan: CompiledQuery, queryId: string, partitio
           });
         }
       } else if (sink.effect) {
+        const done = `${out.identity}\u001f${index++}`;
+        if (effectsDone?.has(done)) continue;
         try {
           await sink.effect(payload, out.ctx);
         } catch (err) {
-          throw new OperatorError(sink.kind, err);
+          throw new OperatorError(sink.kind, err, out.ctx.offset);
         }
-        index += 1;
+        effectsDone?.add(done);
       }
     }
   }

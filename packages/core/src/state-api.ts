@@ -1,4 +1,5 @@
 import type { Queen } from '@queen-mq/client';
+import type { AckResult } from '@queen-mq/protocol';
 import type { CycleRequest, CycleResponse, RegisterRequest, RegisterResponse, StateGetRequest, StateRow } from './wire.js';
 
 const MAX_KEYS_PER_READ = 1000;
@@ -18,6 +19,16 @@ export class StreamsApi {
 
   cycle(body: CycleRequest): Promise<CycleResponse> {
     return this.queen.request<CycleResponse>('POST', '/streams/v1/cycle', { body, idempotent: true });
+  }
+
+  /**
+   * Acks one leased source message `failed` (PROTOCOL §5.5): one failure
+   * charged, then a redelivery or, past the queue's retryLimit, the DLQ.
+   * Fenced by the lease, so a resend after a lost answer charges nothing twice.
+   */
+  async failMessage(item: { transactionId: string; partitionId: string; leaseId: string; consumerGroup: string; error: string }): Promise<AckResult> {
+    const [res] = await this.queen.ack({ ...item, status: 'failed' }, { consumerGroup: item.consumerGroup });
+    return res!;
   }
 
   /** state/get; a `keys` list longer than the route's limit is read in chunks. */

@@ -8,6 +8,7 @@ import { runPreStages } from './pre-ops.js';
 import { toEpochMs } from './event-time.js';
 import { WATERMARK_KEY, openWindowStateKey, userKeyOfWindowKey, windowStateKey } from './keys.js';
 import { lateIdentity } from './transaction-id.js';
+import { OperatorError } from './pre-ops.js';
 
 /** One value headed into the window, with the windows it falls in. */
 interface WindowEntry {
@@ -54,6 +55,15 @@ export interface FoldResult {
 }
 
 type Plan = Required<Pick<CompiledQuery, 'window' | 'reducer'>> & CompiledQuery;
+
+/** Runs a user reducer step for one entry; a throw names the entry's source message (poison). */
+function userStep<T>(reducer: Reducer, entry: WindowEntry, step: () => T): T {
+  try {
+    return step();
+  } catch (err) {
+    throw new OperatorError(reducer.kind, err, entry.offset);
+  }
+}
 
 export function prepareWindowBatch(plan: CompiledQuery, messages: readonly SourceMessage[]): PreparedWindowBatch {
   const { plugin, options } = plan.window!;
@@ -160,7 +170,7 @@ export function foldWindowBatch(
             row = { acc: reducer.init(), windowStart: w.start, windowEnd: w.end, userKey: entry.userKey, version: 0, newestOffset: entry.offset };
             late.set(key, row);
           }
-          row.acc = reducer.add(row.acc, entry.input);
+          row.acc = userStep(reducer, entry, () => reducer.add(row!.acc, entry.input));
           if (BigInt(entry.offset) > BigInt(row.newestOffset)) row.newestOffset = entry.offset;
         }
         continue;
@@ -173,7 +183,7 @@ export function foldWindowBatch(
           : { acc: reducer.init(), windowStart: w.start, windowEnd: w.end, userKey: entry.userKey, version: 0 };
         working.set(key, row);
       }
-      row.acc = reducer.add(row.acc, entry.input);
+      row.acc = userStep(reducer, entry, () => reducer.add(row!.acc, entry.input));
     }
     if (wasLate && options.onLate === 'drop') lateDropped += 1;
   }
@@ -357,14 +367,17 @@ function foldMergingBatch(
             l = { acc: reducer.init(), start: w.start, end: w.end, userKey: entry.userKey, newestOffset: entry.offset };
             late.set(lateKey, l);
           }
-          l.acc = reducer.add(l.acc, entry.input);
+          l.acc = userStep(reducer, entry, () => reducer.add(l!.acc, entry.input));
           if (BigInt(entry.offset) > BigInt(l.newestOffset)) l.newestOffset = entry.offset;
         }
         continue;
       }
       let acc: any = members.length ? members[0]!.acc : reducer.init();
-      for (const m of members.slice(1)) acc = reducer.merge!(acc, m.acc);
-      acc = reducer.add(acc, entry.input);
+      acc = userStep(reducer, entry, () => {
+        let a = acc;
+        for (const m of members.slice(1)) a = reducer.merge!(a, m.acc);
+        return reducer.add(a, entry.input);
+      });
       const last = Math.max(entry.ts, ...members.map((m) => m.last));
       row.sessions = row.sessions.filter((s) => !members.includes(s));
       row.sessions.push({ start: target.start, end: target.end, last, acc });
