@@ -4,7 +4,7 @@
  */
 export interface CliIO {
   stdout: { write(chunk: string): unknown; isTTY?: boolean };
-  stderr: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown; isTTY?: boolean };
   /** Lines for `queen push` when no JSON argument is given. */
   stdin?: AsyncIterable<string | Buffer> & { isTTY?: boolean };
   env: Record<string, string | undefined>;

@@ -1,30 +1,60 @@
-#!/usr/bin/env node
-// The `queen` command. `main(argv, io)` is the whole CLI; the lines at the
-// bottom run it when this file is the process entry point.
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { QueenError } from '@queen-mq/client';
+// The `queen` command. `main(argv, io)` is the whole CLI; bin/queen.js runs it.
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Queen, QueenError } from '@queen-mq/client';
+import { int, str, type CommandSpec, type Options } from './command.js';
 import { devCommand } from './dev.js';
-import { processIO, type CliIO } from './io.js';
+import { dlqCommands } from './dlq.js';
+import { EXIT, exitCodeOf } from './exit.js';
+import { groupsCommands } from './groups.js';
+import type { CliIO } from './io.js';
+import { kvCommands } from './kv.js';
 import { migrateCommand } from './migrate.js';
+import { wantsJson } from './output.js';
 import { popCommand } from './pop.js';
 import { pushCommand } from './push.js';
+import { queuesCommands } from './queues.js';
+import { statusCommand } from './status.js';
+import { streamsCommands } from './streams.js';
 import { tailCommand } from './tail.js';
 import { USAGE, UsageError } from './usage.js';
 
-type Options = NonNullable<ParseArgsConfig['options']>;
+/** The CLI's own version (its package.json, one level above src/ and dist/). */
+export const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
 const globalOptions: Options = {
   url: { type: 'string' },
+  token: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
 };
 
-const commandOptions: Record<string, { options: Options; positionals: [min: number, max: number] }> = {
-  dev: { options: { port: { type: 'string' }, 'data-dir': { type: 'string' } }, positionals: [0, 0] },
-  migrate: { options: { 'data-dir': { type: 'string' } }, positionals: [0, 0] },
-  push: { options: { partition: { type: 'string' }, tx: { type: 'string' } }, positionals: [1, 2] },
+/** What a command needs from the parsed line besides its own options. */
+interface Globals {
+  url: string;
+  token?: string;
+  json: boolean;
+}
+
+type Runner = (io: CliIO, g: Globals, v: Record<string, unknown>, args: string[]) => Promise<number>;
+
+const localCommands: Record<string, { options: Options; positionals: [number, number]; run: Runner }> = {
+  dev: {
+    options: { port: { type: 'string' }, 'data-dir': { type: 'string' } },
+    positionals: [0, 0],
+    run: (io, _g, v) => devCommand(io, { port: int(v.port, 'port'), dataDir: str(v['data-dir']) }),
+  },
+  migrate: {
+    options: { 'data-dir': { type: 'string' } },
+    positionals: [0, 0],
+    run: (io, _g, v) => migrateCommand(io, { dataDir: str(v['data-dir']) }),
+  },
+  push: {
+    options: { partition: { type: 'string' }, tx: { type: 'string' } },
+    positionals: [1, 2],
+    run: (io, g, v, a) => pushCommand(io, { ...g, queue: a[0]!, payload: a[1], partition: str(v.partition), tx: str(v.tx) }),
+  },
   pop: {
     options: {
       batch: { type: 'string' },
@@ -35,110 +65,163 @@ const commandOptions: Record<string, { options: Options; positionals: [min: numb
       ack: { type: 'boolean' },
     },
     positionals: [1, 1],
+    run: (io, g, v, a) =>
+      popCommand(io, {
+        ...g,
+        queue: a[0]!,
+        partition: str(v.partition),
+        batch: int(v.batch, 'batch'),
+        group: str(v.group),
+        wait: v.wait === true,
+        timeout: int(v.timeout, 'timeout'),
+        ack: v.ack === true,
+      }),
   },
   tail: {
-    options: { group: { type: 'string' }, from: { type: 'string' }, partition: { type: 'string' }, batch: { type: 'string' } },
+    options: { group: { type: 'string' }, from: { type: 'string' }, partition: { type: 'string' }, batch: { type: 'string' }, ack: { type: 'boolean' } },
     positionals: [1, 1],
+    run: (io, g, v, a) => {
+      const from = str(v.from);
+      if (from !== undefined && from !== 'all' && from !== 'new') throw new UsageError(`--from must be "all" or "new", got "${from}"`);
+      return tailCommand(io, { ...g, queue: a[0]!, partition: str(v.partition), group: str(v.group), from, batch: int(v.batch, 'batch'), ack: v.ack === true });
+    },
   },
 };
 
-function int(value: unknown, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  const s = String(value);
-  if (!/^\d+$/.test(s)) throw new UsageError(`--${name} must be a non-negative integer, got "${s}"`);
-  return Number(s);
+/** Commands that talk to a broker through one client: `status`, and `<group> <sub>`. */
+const brokerCommands: Record<string, CommandSpec | Record<string, CommandSpec>> = {
+  status: statusCommand,
+  queues: queuesCommands,
+  groups: groupsCommands,
+  dlq: dlqCommands,
+  streams: streamsCommands,
+  kv: kvCommands,
+};
+
+const isSpec = (x: CommandSpec | Record<string, CommandSpec>): x is CommandSpec => typeof (x as CommandSpec).run === 'function';
+
+/** Every option that takes a value, in any command: the pre-scan must skip its value, not take it for a command word. */
+const valueOptions = new Set<string>();
+const collect = (o: Options) => Object.entries(o).forEach(([name, spec]) => spec.type === 'string' && valueOptions.add(name));
+collect(globalOptions);
+Object.values(localCommands).forEach((c) => collect(c.options));
+for (const c of Object.values(brokerCommands)) (isSpec(c) ? [c] : Object.values(c)).forEach((s) => collect(s.options));
+
+/**
+ * The command words (`queues`, `list`) wherever options stand around them,
+ * and the line without them. Global options may come anywhere: before the
+ * command, between its words, after its arguments.
+ */
+function commandWords(argv: string[], wanted: (words: string[]) => number): { words: string[]; rest: string[] } {
+  const words: string[] = [];
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const tok = argv[i]!;
+    if (tok === '--') {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    if (tok.startsWith('--')) {
+      rest.push(tok);
+      if (!tok.includes('=') && valueOptions.has(tok.slice(2)) && i + 1 < argv.length) rest.push(argv[++i]!);
+      continue;
+    }
+    if (tok.startsWith('-') && tok.length > 1) {
+      rest.push(tok);
+      continue;
+    }
+    if (words.length < wanted(words)) words.push(tok);
+    else rest.push(tok);
+  }
+  return { words, rest };
 }
 
-function str(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined;
+function parse(rest: string[], options: Options) {
+  try {
+    return parseArgs({ args: rest, options: { ...globalOptions, ...options }, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function checkArity(name: string, positionals: string[], [min, max]: [number, number]): void {
+  if (positionals.length < min || positionals.length > max) {
+    throw new UsageError(`${name} takes ${min === max ? min : `${min} to ${max}`} argument(s), got ${positionals.length}`);
+  }
 }
 
 /**
- * Runs one `queen` command and answers its exit code: 0 done, 1 the broker
- * refused or failed (the error code is printed), 2 a usage mistake.
+ * Runs one `queen` command and answers its exit code (see `EXIT`): 0 done,
+ * 1 the broker refused or could not be reached, 2 a usage mistake, 3 not
+ * found, 4 a conflict, 5 not ready.
  */
 export async function main(argv: string[], io: CliIO): Promise<number> {
-  const command = argv[0];
-  if (!command || command === '-h' || command === '--help' || command === 'help') {
-    io.stdout.write(USAGE);
-    return command ? 0 : 2;
-  }
-  const spec = commandOptions[command];
-  if (!spec) {
-    io.stderr.write(`queen: unknown command "${command}"\n\n${USAGE}`);
-    return 2;
-  }
+  const { words, rest } = commandWords(argv, (w) => (w.length === 0 || (w[0]! in brokerCommands && !isSpec(brokerCommands[w[0]!]!)) ? 2 : 1));
+  const name = words.join(' ') || 'queen';
   try {
-    let parsed;
-    try {
-      parsed = parseArgs({ args: argv.slice(1), options: { ...globalOptions, ...spec.options }, allowPositionals: true, strict: true });
-    } catch (err) {
-      throw new UsageError((err as Error).message);
-    }
-    const { values: v, positionals } = parsed;
-    if (v.help) {
-      io.stdout.write(USAGE);
-      return 0;
-    }
-    const [min, max] = spec.positionals;
-    if (positionals.length < min || positionals.length > max) {
-      throw new UsageError(`${command} takes ${min === max ? min : `${min} to ${max}`} argument(s), got ${positionals.length}`);
-    }
-    const url = str(v.url) ?? io.env.QUEEN_URL ?? 'http://localhost:6632';
-    const json = v.json === true;
-    switch (command) {
-      case 'dev':
-        return await devCommand(io, { port: int(v.port, 'port'), dataDir: str(v['data-dir']) });
-      case 'migrate':
-        return await migrateCommand(io, { dataDir: str(v['data-dir']) });
-      case 'push':
-        return await pushCommand(io, { url, json, queue: positionals[0]!, payload: positionals[1], partition: str(v.partition), tx: str(v.tx) });
-      case 'pop':
-        return await popCommand(io, {
-          url,
-          json,
-          queue: positionals[0]!,
-          partition: str(v.partition),
-          batch: int(v.batch, 'batch'),
-          group: str(v.group),
-          wait: v.wait === true,
-          timeout: int(v.timeout, 'timeout'),
-          ack: v.ack === true,
-        });
-      case 'tail': {
-        const from = str(v.from);
-        if (from !== undefined && from !== 'all' && from !== 'new') throw new UsageError(`--from must be "all" or "new", got "${from}"`);
-        return await tailCommand(io, { url, json, queue: positionals[0]!, partition: str(v.partition), group: str(v.group), from, batch: int(v.batch, 'batch') });
+    const command = words[0];
+    if (command === undefined || command === 'help') {
+      const { values } = parse(rest, {});
+      if (values.version) {
+        io.stdout.write(`${VERSION}\n`);
+        return EXIT.OK;
       }
+      io.stdout.write(USAGE);
+      return values.help || command === 'help' ? EXIT.OK : EXIT.USAGE;
     }
-    return 2;
+    const local = localCommands[command];
+    const group = brokerCommands[command];
+    let spec: { options: Options; positionals: [number, number] };
+    let sub: CommandSpec | undefined;
+    if (local) spec = local;
+    else if (group && isSpec(group)) spec = sub = group;
+    else if (group) {
+      const subName = words[1];
+      if (subName === undefined) {
+        const { values } = parse(rest, {});
+        if (values.version || values.help) {
+          io.stdout.write(values.version ? `${VERSION}\n` : USAGE);
+          return EXIT.OK;
+        }
+      }
+      sub = subName === undefined ? undefined : group[subName];
+      if (!sub) {
+        throw new UsageError(subName === undefined ? `${command} needs a subcommand: ${Object.keys(group).join(', ')}` : `unknown command "${command} ${subName}"`);
+      }
+      spec = sub;
+    } else {
+      throw new UsageError(`unknown command "${command}"`);
+    }
+    const { values, positionals } = parse(rest, spec.options);
+    if (values.help) {
+      io.stdout.write(USAGE);
+      return EXIT.OK;
+    }
+    if (values.version) {
+      io.stdout.write(`${VERSION}\n`);
+      return EXIT.OK;
+    }
+    checkArity(name, positionals, spec.positionals);
+    const g: Globals = { url: str(values.url) ?? io.env.QUEEN_URL ?? 'http://localhost:6632', token: str(values.token) ?? io.env.QUEEN_TOKEN, json: values.json === true };
+    if (local) return await local.run(io, g, values, positionals);
+    const queen = new Queen({ url: g.url, bearerToken: g.token });
+    try {
+      return await sub!.run({ io, queen, json: wantsJson(io, g.json), values, args: positionals });
+    } finally {
+      await queen.close();
+    }
   } catch (err) {
     if (err instanceof UsageError) {
-      io.stderr.write(`queen ${command}: ${err.message}\nRun "queen --help" for usage.\n`);
-      return 2;
+      io.stderr.write(`${name === 'queen' ? 'queen' : `queen ${name}`}: ${err.message}\nRun "queen --help" for usage.\n`);
+      return EXIT.USAGE;
     }
     if (err instanceof QueenError) {
-      io.stderr.write(`queen ${command}: ${err.code} (HTTP ${err.status}): ${err.message}\n`);
+      io.stderr.write(`queen ${name}: ${err.code} (HTTP ${err.status}): ${err.message}\n`);
       for (const d of err.details ?? []) io.stderr.write(`  ${d.field}: ${d.message}\n`);
-      return 1;
+      return exitCodeOf(err);
     }
     const e = err as Error & { code?: string };
-    io.stderr.write(`queen ${command}: ${e.code ? `${e.code}: ` : ''}${e.message}\n`);
-    return 1;
+    io.stderr.write(`queen ${name}: ${e.code ? `${e.code}: ` : ''}${e.message}\n`);
+    return EXIT.ERROR;
   }
-}
-
-function isEntryPoint(): boolean {
-  const script = process.argv[1];
-  if (!script) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isEntryPoint()) {
-  const code = await main(process.argv.slice(2), processIO());
-  process.exit(code);
 }

@@ -38,3 +38,44 @@ export function printMessages(io: CliIO, json: boolean, messages: PoppedMessage[
   if (header) return printTable(io, columns, messages);
   for (const m of messages) io.stdout.write(`${columns.map((c) => cell((m as Record<string, unknown>)[c])).join('  ')}\n`);
 }
+
+/** Rows as JSON lines, or a table of `columns` on a terminal. */
+export function printRows(io: CliIO, json: boolean, columns: string[], rows: Record<string, unknown>[]): void {
+  if (json) return printJsonLines(io, rows);
+  if (rows.length === 0) {
+    io.stderr.write('(none)\n');
+    return;
+  }
+  printTable(io, columns, rows);
+}
+
+/** One object: a JSON line, or `field  value` lines on a terminal. */
+export function printObject(io: CliIO, json: boolean, object: Record<string, unknown>): void {
+  if (json) return printJsonLines(io, [object]);
+  printTable(
+    io,
+    ['field', 'value'],
+    Object.entries(object).map(([field, value]) => ({ field, value })),
+  );
+}
+
+/**
+ * A progress line on stderr for long work: rewritten in place on a terminal,
+ * otherwise at most one line a second (and the last one always).
+ */
+export function progress(io: CliIO): { update(text: string): void; done(text: string): void } {
+  const tty = io.stderr.isTTY === true;
+  let last = 0;
+  return {
+    update(text) {
+      if (tty) io.stderr.write(`\r${text}`);
+      else if (Date.now() - last >= 1000) {
+        io.stderr.write(`${text}\n`);
+        last = Date.now();
+      }
+    },
+    done(text) {
+      io.stderr.write(tty ? `\r${text}\n` : `${text}\n`);
+    },
+  };
+}

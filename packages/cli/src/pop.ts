@@ -12,6 +12,8 @@ export interface PopArgs {
   wait?: boolean;
   timeout?: number;
   ack?: boolean;
+  /** Bearer token (default $QUEEN_TOKEN). */
+  token?: string;
 }
 
 /**
@@ -21,7 +23,7 @@ export interface PopArgs {
  * `completed` after printing.
  */
 export async function popCommand(io: CliIO, args: PopArgs): Promise<number> {
-  const queen = new Queen({ url: args.url, bearerToken: io.env.QUEEN_TOKEN });
+  const queen = new Queen({ url: args.url, bearerToken: args.token ?? io.env.QUEEN_TOKEN });
   const json = wantsJson(io, args.json);
   try {
     const queue = args.partition === undefined ? queen.queue(args.queue) : queen.queue(args.queue).partition(args.partition);

@@ -1,6 +1,6 @@
 import { Queen, type PushResult } from '@queen-mq/client';
 import { lines, type CliIO } from './io.js';
-import { printPushResults, wantsJson } from './output.js';
+import { printPushResults, progress, wantsJson } from './output.js';
 import { UsageError } from './usage.js';
 
 export interface PushArgs {
@@ -11,6 +11,8 @@ export interface PushArgs {
   payload?: string;
   partition?: string;
   tx?: string;
+  /** Bearer token (default $QUEEN_TOKEN). */
+  token?: string;
 }
 
 /** Lines sent per request when reading stdin: one transaction each. */
@@ -30,7 +32,7 @@ function parseJson(text: string, where: string): unknown {
  * `{"payload":…, "transactionId":…}` is taken as an item, as in the client).
  */
 export async function pushCommand(io: CliIO, args: PushArgs): Promise<number> {
-  const queen = new Queen({ url: args.url, bearerToken: io.env.QUEEN_TOKEN });
+  const queen = new Queen({ url: args.url, bearerToken: args.token ?? io.env.QUEEN_TOKEN });
   const json = wantsJson(io, args.json);
   const queue = args.partition === undefined ? queen.queue(args.queue) : queen.queue(args.queue).partition(args.partition);
   try {
@@ -44,6 +46,7 @@ export async function pushCommand(io: CliIO, args: PushArgs): Promise<number> {
     if (!io.stdin || io.stdin.isTTY) throw new UsageError('give the message as an argument, or pipe JSON lines on stdin');
     let pending: unknown[] = [];
     let total = 0;
+    const line = progress(io);
     let lineNo = 0;
     const flush = async () => {
       if (!pending.length) return;
@@ -52,6 +55,7 @@ export async function pushCommand(io: CliIO, args: PushArgs): Promise<number> {
       printPushResults(io, json, results.map((r) => ({ ...r, index: r.index + total })));
       total += pending.length;
       pending = [];
+      line.update(`pushed ${total} message(s)…`);
     };
     for await (const line of lines(io.stdin)) {
       lineNo++;
@@ -60,7 +64,7 @@ export async function pushCommand(io: CliIO, args: PushArgs): Promise<number> {
       if (pending.length >= STDIN_BATCH) await flush();
     }
     await flush();
-    if (!json) io.stderr.write(`pushed ${total} message(s) to ${args.queue}\n`);
+    line.done(`pushed ${total} message(s) to ${args.queue}`);
     return 0;
   } finally {
     await queen.close();

@@ -5,20 +5,47 @@ export class UsageError extends Error {
 
 export const USAGE = `Usage: queen <command> [options]
 
-Commands:
+Local:
   dev                              start a broker (embedded PostgreSQL unless DATABASE_URL)
       [--port n] [--data-dir dir]
   migrate                          apply the SQL migrations to DATABASE_URL (or the embedded PostgreSQL) and exit
       [--data-dir dir]
-  push <queue> [json]              push one message, or one per stdin line
-      [--partition p] [--tx id]
-  pop <queue>                      lease and print messages
-      [--batch n] [--group g] [--partition p] [--wait] [--timeout ms] [--ack]
-  tail <queue>                     long-poll forever, print and ack every message
-      [--group g] [--from all|new] [--partition p] [--batch n]
 
-Global options:
-  --url <url>    broker URL (default $QUEEN_URL or http://localhost:6632); $QUEEN_TOKEN is sent as bearer token
-  --json         JSON lines (the default when stdout is not a terminal); otherwise a table
-  -h, --help     this text
+Messages:
+  push <queue> [json]              push one message, or one per stdin line (progress on stderr)
+      [--partition p] [--tx id]
+  pop <queue>                      lease and print messages (acked only with --ack)
+      [--batch n] [--group g] [--partition p] [--wait] [--timeout ms] [--ack]
+  tail <queue>                     long-poll until Ctrl-C and print; a throw-away group of its own by default
+      [--group g] [--from all|new] [--partition p] [--batch n] [--ack (required with --group __QUEUE_MODE__)]
+
+Operations:
+  status                           broker version, database, schema version (exit 5 when not ready)
+  queues list
+  queues show <queue>              options and partitions
+  queues configure <queue> option=value...   e.g. leaseTime=60 retryLimit=5 (JSON values; null resets)
+  queues delete <queue> --yes
+  groups list [--queue q]          lag per group and queue, in messages and seconds
+  groups show <group> [--queue q]  cursors and leases per partition
+  groups seek <group> <queue>      --to-end | --timestamp ISO | --partition p [--offset n | --timestamp ISO | --to-end]
+  dlq list [--queue q] [--group g] [--partition p] [--limit n] [--offset n]
+  dlq requeue <id>... [--group g]  push again to the partition, remove the entries
+  dlq delete <id>... [--group g]   remove the entries
+  streams list
+  streams state <query> [partition]  state rows (partition name or id; all source partitions if omitted)
+      [--prefix p] [--key k]... [--limit n]
+  streams drop <query> --yes
+  kv get <namespace> <key>
+  kv set <namespace> <key> <json>  [--ttl s] [--expected-version n]
+  kv list <namespace>              [--prefix p] [--after key] [--limit n]
+  kv delete <namespace> <key>      [--expected-version n]
+
+Global options (anywhere on the line):
+  --url <url>      broker URL (default $QUEEN_URL or http://localhost:6632)
+  --token <token>  bearer token, API key or JWT (default $QUEEN_TOKEN)
+  --json           JSON lines (the default when stdout is not a terminal); otherwise a table
+  --version        print the version
+  -h, --help       this text
+
+Exit codes: 0 ok, 1 error (broker refused or unreachable), 2 usage, 3 not found, 4 conflict, 5 not ready.
 `;

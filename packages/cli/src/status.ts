@@ -1,0 +1,36 @@
+import { QueenError, routes } from '@queen-mq/protocol';
+import { call } from './api.js';
+import type { CommandSpec } from './command.js';
+import { EXIT } from './exit.js';
+import { printObject } from './output.js';
+
+/**
+ * `queen status`: the broker (version, uptime), its database and schema
+ * version, from /health and /ready. Exit 5 when the broker answers but is not
+ * ready; 1 when it cannot be reached.
+ */
+export const statusCommand: CommandSpec = {
+  options: {},
+  positionals: [0, 0],
+  async run({ io, queen, json }) {
+    const health = await call<{ version: string; uptimeSeconds: number; database: string }>(queen, routes.health);
+    let ready: { ready: boolean; database: string; schemaVersion: number | null; expectedSchemaVersion: number };
+    try {
+      ready = await call(queen, routes.ready);
+    } catch (err) {
+      // 503 NOT_READY carries the same fields as the 200 answer.
+      if (!(err instanceof QueenError) || err.code !== 'NOT_READY') throw err;
+      ready = err.extra as typeof ready;
+    }
+    printObject(io, json, {
+      broker: queen.url,
+      version: health.version,
+      uptimeSeconds: health.uptimeSeconds,
+      ready: ready.ready,
+      database: ready.database,
+      schemaVersion: ready.schemaVersion,
+      expectedSchemaVersion: ready.expectedSchemaVersion,
+    });
+    return ready.ready ? EXIT.OK : EXIT.NOT_READY;
+  },
+};

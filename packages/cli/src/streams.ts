@@ -1,0 +1,87 @@
+import type { Queen } from '@queen-mq/client';
+import { QueenError, routes, streamRoutes } from '@queen-mq/protocol';
+import { allPages, call } from './api.js';
+import { int, requireYes, str, type CommandSpec } from './command.js';
+import { EXIT } from './exit.js';
+import { printObject, printRows } from './output.js';
+
+interface QueryInfo {
+  query_id: string;
+  name: string;
+  source_queue: string;
+  [k: string]: unknown;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const allQueries = (queen: Queen) =>
+  allPages(async (query) => (await call<{ queries: QueryInfo[] }>(queen, streamRoutes.streamsList, { query })).queries);
+
+/** A query by name or query_id; QUERY_NOT_FOUND (exit 3) when neither matches. */
+async function findQuery(queen: Queen, ref: string): Promise<QueryInfo> {
+  const q = (await allQueries(queen)).find((x) => x.name === ref || x.query_id === ref.toLowerCase());
+  if (!q) throw new QueenError('QUERY_NOT_FOUND', `No stream query named "${ref}"`);
+  return q;
+}
+
+/** `queen streams list|state|drop`. */
+export const streamsCommands: Record<string, CommandSpec> = {
+  list: {
+    options: {},
+    positionals: [0, 0],
+    async run({ io, queen, json }) {
+      printRows(io, json, ['name', 'source_queue', 'sink_queue', 'state_rows', 'updated_at', 'query_id'], await allQueries(queen));
+      return EXIT.OK;
+    },
+  },
+  state: {
+    options: { prefix: { type: 'string' }, key: { type: 'string', multiple: true }, limit: { type: 'string' } },
+    positionals: [1, 2],
+    async run({ io, queen, json, args, values }) {
+      const query = await findQuery(queen, args[0]!);
+      // The state of one partition (its id, or its name in the source queue), else of every source partition.
+      let partitions = await allPages(
+        async (page) => (await call<{ partitions: { id: string; name: string }[] }>(queen, routes.queueGet, { params: { queue: query.source_queue }, query: page })).partitions,
+      ).catch((err) => {
+        if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return [] as { id: string; name: string }[];
+        throw err;
+      });
+      const wanted = args[1];
+      if (wanted !== undefined) {
+        partitions = partitions.filter((p) => p.name === wanted || p.id === wanted.toLowerCase());
+        if (!partitions.length) {
+          if (!UUID.test(wanted)) throw new QueenError('PARTITION_NOT_FOUND', `No partition "${wanted}" in source queue ${query.source_queue}`);
+          partitions = [{ id: wanted.toLowerCase(), name: '' }];
+        }
+      }
+      const limit = int(values.limit, 'limit') ?? 1000;
+      const keys = Array.isArray(values.key) ? (values.key as string[]) : undefined;
+      const rows: Record<string, unknown>[] = [];
+      let truncated = false;
+      for (const p of partitions) {
+        let after: string | undefined;
+        do {
+          const page = await call<{ rows: Record<string, unknown>[]; next_after: string | null }>(queen, streamRoutes.streamsStateGet, {
+            body: { query_id: query.query_id, partition_id: p.id, key_prefix: str(values.prefix), keys, after, limit: Math.min(1000, limit - rows.length) },
+          });
+          for (const r of page.rows) if (rows.length < limit) rows.push({ partition: p.name, partitionId: p.id, ...r });
+          after = page.next_after ?? undefined;
+          if (rows.length >= limit && after) truncated = true;
+        } while (after && rows.length < limit);
+        if (rows.length >= limit) break;
+      }
+      printRows(io, json, ['partition', 'key', 'version', 'updated_at', 'value'], rows);
+      if (truncated) io.stderr.write(`showing the first ${limit} rows (--limit to see more)\n`);
+      return EXIT.OK;
+    },
+  },
+  drop: {
+    options: { yes: { type: 'boolean' } },
+    positionals: [1, 1],
+    async run({ io, queen, json, args, values }) {
+      requireYes(values, `dropping stream query ${args[0]} and its state`);
+      printObject(io, json, await call(queen, streamRoutes.streamsDrop, { body: { name: args[0] } }));
+      return EXIT.OK;
+    },
+  },
+};
