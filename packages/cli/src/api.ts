@@ -5,17 +5,18 @@ import type { QueryValue } from '@queen-mq/client';
 /**
  * One call to a route of the protocol table: the path comes from the table
  * (`routePath`), never written here. GETs are retried like any idempotent
- * call; writes only when the connection failed before sending.
+ * call (unless `idempotent: false`); writes only when the connection failed
+ * before sending.
  */
 export function call<T = any>(
   queen: Queen,
   spec: RouteSpec,
-  input: { params?: Record<string, string>; query?: Record<string, QueryValue>; body?: unknown; signal?: AbortSignal } = {},
+  input: { params?: Record<string, string>; query?: Record<string, QueryValue>; body?: unknown; signal?: AbortSignal; idempotent?: boolean } = {},
 ): Promise<T> {
   return queen.request<T>(spec.method, routePath(spec, input.params), {
     query: input.query,
     body: input.body,
-    idempotent: spec.method === 'GET',
+    idempotent: input.idempotent ?? spec.method === 'GET',
     signal: input.signal,
   });
 }

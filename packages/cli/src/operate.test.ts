@@ -101,6 +101,19 @@ describe('queen operator commands', () => {
     const table = await text(['status']);
     expect(table.stdout).toMatch(/^field\s+value\n/);
     expect(table.stdout).toMatch(/\nschemaVersion\s+\d+\n/);
+    // Schema behind what this broker expects: answers, but not ready (exit 5).
+    const other = await startTestBroker();
+    try {
+      await other.sql.query(`update queen.schema_version set version = version - 1 where owner = 'broker'`);
+      await new Promise((r) => setTimeout(r, 1100)); // /ready caches its probe for a second
+      const behind = await run(['status', '--url', other.url]);
+      expect(behind.code).toBe(5);
+      expect(behind.rows[0]).toMatchObject({ ready: false, database: 'connected' });
+      expect(behind.rows[0].schemaVersion).toBe(behind.rows[0].expectedSchemaVersion - 1);
+    } finally {
+      await other.sql.query(`update queen.schema_version set version = version + 1 where owner = 'broker'`);
+      await other.stop();
+    }
     const down = await run(['status', '--url', 'http://127.0.0.1:9']);
     expect(down.code).toBe(1);
     expect(down.stderr).toMatch(/ECONNREFUSED/);

@@ -16,7 +16,8 @@ export const statusCommand: CommandSpec = {
     const health = await call<{ version: string; uptimeSeconds: number; database: string }>(queen, routes.health);
     let ready: { ready: boolean; database: string; schemaVersion: number | null; expectedSchemaVersion: number };
     try {
-      ready = await call(queen, routes.ready);
+      // A 503 here is the answer, not a hiccup to retry.
+      ready = await call(queen, routes.ready, { idempotent: false });
     } catch (err) {
       // 503 NOT_READY carries the same fields as the 200 answer.
       if (!(err instanceof QueenError) || err.code !== 'NOT_READY') throw err;
