@@ -31,7 +31,7 @@ export class StreamsApi {
     return res!;
   }
 
-  /** state/get; a `keys` list longer than the route's limit is read in chunks. */
+  /** state/get, every page; a `keys` list longer than the route's limit is read in chunks. */
   async stateGet(body: StateGetRequest): Promise<StateRow[]> {
     if (body.keys && body.keys.length > MAX_KEYS_PER_READ) {
       const rows: StateRow[] = [];
@@ -41,8 +41,19 @@ export class StreamsApi {
       return rows;
     }
     if (body.keys && body.keys.length === 0) return [];
-    const res = await this.queen.request<{ rows: StateRow[] }>('POST', '/streams/v1/state/get', { body, idempotent: true });
-    return res.rows;
+    // The route answers at most a page of rows (PROTOCOL §7.5): follow `next_after` to the end, or a
+    // flush over a partition with more open windows than a page would never see the rest.
+    const rows: StateRow[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const res = await this.queen.request<{ rows: StateRow[]; next_after?: string | null }>('POST', '/streams/v1/state/get', {
+        body: after === undefined ? body : { ...body, after },
+        idempotent: true,
+      });
+      rows.push(...res.rows);
+      if (!res.next_after) return rows;
+      after = res.next_after;
+    }
   }
 }
 

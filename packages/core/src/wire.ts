@@ -51,6 +51,10 @@ export interface StateGetRequest {
   keys?: string[];
   key_prefix?: string;
   ripe_at_or_before?: number;
+  /** Page size (the route's maximum by default). */
+  limit?: number;
+  /** Only keys bytewise after this one: the previous page's `next_after`. */
+  after?: string;
 }
 
 export interface StateRow {
