@@ -231,6 +231,44 @@ describe('encryption at rest', () => {
     }
   });
 
+  it('B46 a plaintext timer due for a queue encrypted since is never fired as plaintext: held without a key, encrypted and fired by a broker with it', async () => {
+    const solo = await startTestBroker({ config: { encryptionKey: undefined, timerPollMs: 50 } });
+    try {
+      const q = uniqueName('b46timer');
+      const t = await solo.http('POST', '/api/v1/transaction', { timers: [{ queue: q, delayMs: 200, payload: secret('timer-late') }] });
+      expect(t.status).toBe(200);
+      // The queue turns encrypted (as a keyed replica's configure would) before the timer is due.
+      await solo.sql.query(`insert into queen.queues (name, options) values ($1, '{"encryptionEnabled": true}'::jsonb)
+                            on conflict (name) do update set options = queen.queues.options || '{"encryptionEnabled": true}'::jsonb`, [q]);
+      await sleep(800);
+      const count = async () =>
+        (await solo.sql.query('select count(*)::int as n from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [q])).rows[0].n;
+      expect(await count()).toBe(0);
+      const pending = await solo.sql.query('select payload, encrypted from queen.log_timers where queue_name = $1', [q]);
+      expect(pending.rows).toHaveLength(1);
+      expect(pending.rows[0].encrypted).toBeNull();
+
+      const keyed = await startTestBroker({ databaseUrl: solo.databaseUrl, config: { encryptionKey: KEY, timerPollMs: 50 } });
+      try {
+        const rows = await eventually(async () => {
+          const r = (
+            await solo.sql.query<{ payload: unknown; encrypted: Buffer | null }>(
+              'select m.payload, m.encrypted from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1',
+              [q],
+            )
+          ).rows;
+          return r.length === 1 && r;
+        }, 5000);
+        expectCiphertextOnly(rows, 'TOP-SECRET-timer-late');
+        expect((await pop(q, '', keyed)).body.messages[0].data).toEqual(secret('timer-late'));
+      } finally {
+        await keyed.stop();
+      }
+    } finally {
+      await solo.stop();
+    }
+  });
+
   it('B46 replicas with different keys: a broker whose key does not match the database key check refuses to start', async () => {
     const { rows } = await b.sql.query('select kcv from queen.encryption_key_check');
     expect(rows).toHaveLength(1);

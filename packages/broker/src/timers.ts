@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { Counter } from 'prom-client';
 import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
-import { encryptedQueues, encryptPayload } from './encryption.js';
+import { encryptedQueues, encryptionAvailable, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { setMaintenanceTask } from './retention.js';
 
@@ -65,6 +65,41 @@ interface FireResult {
   fired: number;
   missing: number;
   queues: string[];
+  /** Due plaintext timers of queues encrypted since they were scheduled (not fired). */
+  held?: number;
+}
+
+const heldWarned = new WeakMap<BrokerContext, boolean>();
+
+/**
+ * Encrypts, in place, the payloads of due timers that were scheduled in
+ * plaintext for a queue that has encryptionEnabled now, so the firer never
+ * stores plaintext into an encrypted queue. Without a key it logs (once until
+ * the held timers are gone) and leaves them to a broker that has one.
+ * Answers how many it encrypted.
+ */
+async function encryptHeldTimers(ctx: BrokerContext): Promise<number> {
+  if (!encryptionAvailable(ctx)) {
+    if (!heldWarned.get(ctx)) {
+      ctx.log.warn('timers are due for queues with encryptionEnabled but hold plaintext, and QUEEN_ENCRYPTION_KEY is not set on this broker: they wait for a broker with the key');
+      heldWarned.set(ctx, true);
+    }
+    return 0;
+  }
+  const { rows } = await ctx.db.query<{ id: string; payload: unknown }>(
+    `select t.id, t.payload from queen.log_timers t
+      where t.fire_at <= clock_timestamp() and queen.timer_held_v1(t.queue_name, t.encrypted)
+      order by t.fire_at, t.id limit $1`,
+    [FIRE_BATCH],
+  );
+  if (rows.length === 0) return 0;
+  const { rowCount } = await ctx.db.query(
+    `update queen.log_timers t set encrypted = decode(x.enc, 'base64'), payload = null
+       from unnest($1::uuid[], $2::text[]) as x(id, enc)
+      where t.id = x.id and t.encrypted is null`,
+    [rows.map((r) => r.id), rows.map((r) => encryptPayload(ctx, r.payload))],
+  );
+  return rowCount ?? 0;
 }
 
 /**
@@ -110,12 +145,16 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
     total += r.fired;
     if (r.fired) firedCounter(ctx).inc(r.fired);
     for (const queue of r.queues) ctx.notifier.notify(queue);
+    let encrypted = 0;
+    if (r.held) encrypted = await encryptHeldTimers(ctx);
+    else heldWarned.delete(ctx);
     if (r.missing > 0 && ensured < 3) {
       ensured++;
       await ensureDueTargets(ctx);
       continue;
     }
-    if (r.fired < FIRE_BATCH) break;
+    // Held timers just encrypted fire on the next batch.
+    if (r.fired < FIRE_BATCH && encrypted === 0) break;
   }
   return total;
 }
