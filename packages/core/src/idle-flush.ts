@@ -13,6 +13,9 @@ import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
  */
 const nextRipeHint = new WeakMap<TouchedPartition, number>();
 
+/** Partitions per page of the queue detail read when seeding. */
+const SEED_PAGE = 1000;
+
 /** What one flush pass knows when it reaches a partition. */
 export interface FlushPass {
   /** Processing time: the broker's clock, read before the lag. Absent in event time. */
@@ -111,18 +114,27 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
  * exactly the partitions the state rows name.
  */
 export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Promise<void> {
-  let detail: { partitions?: { id: string; name: string }[] };
-  try {
-    detail = await queen.request('GET', `/api/v1/resources/queues/${encodeURIComponent(rt.plan.sourceQueue)}`, { idempotent: true });
-  } catch (err) {
-    if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return;
-    throw err;
-  }
   const now = rt.clock.local();
-  for (const p of detail.partitions ?? []) {
-    // A pinned source never touches the queue's other partitions.
-    if (rt.plan.sourcePartition !== null && p.name !== rt.plan.sourcePartition) continue;
-    if (!rt.touched.has(p.id)) rt.touched.set(p.id, { partition: p.name, lastTouchedMs: now });
+  // The queue detail lists its partitions a page at a time (PROTOCOL §5.10): read every page.
+  for (let offset = 0; ; ) {
+    let detail: { partitions?: { id: string; name: string }[]; partitionCount?: number };
+    try {
+      detail = await queen.request('GET', `/api/v1/resources/queues/${encodeURIComponent(rt.plan.sourceQueue)}`, {
+        query: { limit: SEED_PAGE, offset },
+        idempotent: true,
+      });
+    } catch (err) {
+      if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return;
+      throw err;
+    }
+    const page = detail.partitions ?? [];
+    for (const p of page) {
+      // A pinned source never touches the queue's other partitions.
+      if (rt.plan.sourcePartition !== null && p.name !== rt.plan.sourcePartition) continue;
+      if (!rt.touched.has(p.id)) rt.touched.set(p.id, { partition: p.name, lastTouchedMs: now });
+    }
+    offset += page.length;
+    if (page.length < SEED_PAGE || (detail.partitionCount !== undefined && offset >= detail.partitionCount)) return;
   }
 }
 
