@@ -48,6 +48,7 @@ declare
   v_expired     int := 0;
   v_bytes_left  bigint := p_max_bytes;
   v_bytes       bigint;
+  v_compressed  boolean;
   v_envelope    int;
 begin
   -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
@@ -135,6 +136,21 @@ begin
       -- QUEEN_MAX_POP_BYTES: claim (and so lease) only the prefix whose
       -- answer fits what is left of the budget; the very first message of a
       -- pop always goes, so a message larger than the bound still moves.
+      -- First a cheap upper bound that reads no payload: an uncompressed
+      -- jsonb's text is at most 6 times its stored size (\u escapes are the
+      -- worst case). Only when that does not fit, or a payload is
+      -- compressed, is each payload's text length computed.
+      select count(*), max(s.msg_offset), coalesce(sum(s.est), 0), coalesce(bool_or(s.compressed), false)
+        into v_count, v_last, v_bytes, v_compressed from (
+        select m.msg_offset,
+               6 * coalesce(pg_column_size(m.payload), 4) + coalesce(octet_length(m.encrypted), 0)
+                 + octet_length(v_cand.name) + coalesce(octet_length(m.transaction_id), 36) + coalesce(octet_length(m.producer_sub), 4) + v_envelope as est,
+               pg_column_compression(m.payload) is not null as compressed
+          from queen.messages m
+         where m.partition_id = v_cand.id and m.msg_offset > v_from
+           and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
+         order by m.msg_offset limit v_remaining) s;
+      if v_compressed or v_bytes > v_bytes_left then
       select count(*), max(s.msg_offset), coalesce(max(s.cum), 0) into v_count, v_last, v_bytes from (
         select m.msg_offset,
                sum(coalesce(octet_length(m.payload::text), 4) + coalesce(octet_length(m.encrypted), 0)
@@ -146,6 +162,7 @@ begin
                    and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
                  order by m.msg_offset limit v_remaining) m) s
        where s.cum <= v_bytes_left or (s.rn = 1 and v_claimed = 0);
+      end if;
     end if;
     continue when v_count = 0;
 

@@ -95,6 +95,23 @@ describe('QUEEN_MAX_POP_BYTES', () => {
     expect(second.body.messages[0].data.i).toBe(n);
   });
 
+  it('small uncompressed payloads: a batch far under the bound comes whole, a large batch stops at the bound', async () => {
+    const q = uniqueName('bytess');
+    // QUEEN_MAX_PUSH_ITEMS is 50 on this broker.
+    for (let k = 0; k < 6; k++) {
+      const r = await b.http('POST', '/api/v1/push', { items: Array.from({ length: 50 }, (_, i) => ({ queue: q, payload: { i: k * 50 + i, s: '\u0001é'.repeat(10) } })) });
+      expect(r.status).toBe(201);
+    }
+    const few = await b.http('GET', `/api/v1/pop/queue/${q}?batch=5&autoAck=true`);
+    expect(few.body.messages).toHaveLength(5);
+    const res = await fetch(`${b.url}/api/v1/pop/queue/${q}?batch=295&autoAck=true`);
+    const text = await res.text();
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(MAX_POP_BYTES);
+    const n = JSON.parse(text).messages.length;
+    expect(n).toBeGreaterThan(5);
+    expect(n).toBeLessThan(295);
+  });
+
   it('a message larger than the bound is still delivered, alone', async () => {
     const q = uniqueName('bytes1');
     await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: 'y'.repeat(MAX_POP_BYTES * 2) }, { queue: q, payload: 'small' }] });
