@@ -182,7 +182,8 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOp
       rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
       return 'none';
     }
-    const result = await evaluateGateBatch(plan, prepared, stored);
+    // The gate's clock is the broker's too: a partition that moves to a runner with another clock sees one time line.
+    const result = await evaluateGateBatch(plan, prepared, stored, () => rt.clock.now());
     if (result.denied) rt.metrics.gateDenialsTotal += 1;
     // First message denied: no request at all; the lease expires and the batch returns in order.
     if (result.allowedMessages === 0) return 'partial';

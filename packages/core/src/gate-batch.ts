@@ -61,8 +61,15 @@ function decide(decision: GateDecision | unknown): boolean {
  * evaluation sees a copy of its key's row; an allow keeps the copy, a deny
  * throws away every mutation of that message and stops the batch. An async
  * gate is awaited before the next message is evaluated (source order).
+ * `now` is the clock handed to the gate as `ctx.streamTimeMs` (the runner
+ * passes the broker's clock).
  */
-export async function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedGateBatch, stored: ReadonlyMap<string, StateRow>): Promise<GateResult> {
+export async function evaluateGateBatch(
+  plan: CompiledQuery,
+  prepared: PreparedGateBatch,
+  stored: ReadonlyMap<string, StateRow>,
+  now: () => number = Date.now,
+): Promise<GateResult> {
   const gate = plan.gate!;
   let working = new Map<string, Record<string, any>>();
   const outputs: GateOutput[] = [];
@@ -80,7 +87,7 @@ export async function evaluateGateBatch(plan: CompiledQuery, prepared: PreparedG
       const state = structuredClone(current) as Record<string, any>;
       let allow: boolean;
       try {
-        allow = decide(await gate.evaluate(v.value, { state, streamTimeMs: Date.now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
+        allow = decide(await gate.evaluate(v.value, { state, streamTimeMs: now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
       } catch (err) {
         if (err instanceof GateEvalError) throw new GateEvalError(`${err.message} (message at offset ${message.offset})`, err, message.offset);
         throw new GateEvalError(`gate threw on the message at offset ${message.offset}: ${err instanceof Error ? err.message : String(err)}`, err, message.offset);

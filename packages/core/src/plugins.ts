@@ -101,7 +101,11 @@ export interface KeyByStage {
 /** What a gate sees: `state` is the key's row (mutable; discarded on deny). The gate may be async. */
 export interface GateContext {
   state: Record<string, any>;
-  /** The runner's wall clock (ms) when the message is evaluated. */
+  /**
+   * The broker's clock (epoch ms) when the message is evaluated, as the
+   * runner knows it (see BrokerClock: a lower bound, corrected for the
+   * runner's own skew) — the clock that stamps `createdAt`.
+   */
   streamTimeMs: number;
   key: string;
   partition: string;

@@ -3,8 +3,9 @@ import { chainError, type GateContext } from '@queen-mq/core';
 /** Options shared by the rate limiter helpers. */
 export interface LimiterClockOptions {
   /**
-   * Clock in epoch ms. Default: `ctx.streamTimeMs`, the runner's wall clock
-   * when the message is evaluated. Inject one to test boundaries exactly.
+   * Clock in epoch ms. Default: `ctx.streamTimeMs`, the broker's clock (as
+   * the runner knows it) when the message is evaluated. Inject one to test
+   * boundaries exactly.
    */
   now?: () => number;
   /**

@@ -72,4 +72,33 @@ describe('one clock for processing time', () => {
     expect(windows).toEqual(expected);
     expect(windows.reduce((s, [, n]) => s + n, 0)).toBe(24);
   });
+
+  it('S54 a gate sees the broker\'s clock as ctx.streamTimeMs, not a runner clock an hour ahead', async () => {
+    const { src, sink, queryId } = await names('clockgate');
+    const realNow = Date.now;
+    vi.spyOn(Date, 'now').mockImplementation(() => realNow.call(Date) + 3_600_000);
+    const seen: number[] = [];
+    track(
+      await Stream.from(queen.queue(src))
+        .gate((_m, ctx) => {
+          seen.push(ctx.streamTimeMs);
+          return true;
+        })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, batchSize: 50, maxWaitMillis: 200 }),
+    );
+    await push(b, src, [{ n: 1 }, { n: 2 }]);
+    await collectUntil(b, sink, (all) => all.length >= 2, 8000);
+    const { rows } = await b.sql.query<{ created: string; now: string }>(
+      `select (extract(epoch from max(m.created_at)) * 1000)::bigint::text as created, (extract(epoch from now()) * 1000)::bigint::text as now
+         from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1`,
+      [src],
+    );
+    // Between the messages' createdAt and the database's now, never an hour off.
+    expect(seen).toHaveLength(2);
+    for (const t of seen) {
+      expect(t).toBeGreaterThanOrEqual(Number(rows[0]!.created));
+      expect(t).toBeLessThanOrEqual(Number(rows[0]!.now));
+    }
+  });
 });
