@@ -16,7 +16,7 @@ beforeAll(() => {
 });
 
 describe('foreach under VERSION_CONFLICT', () => {
-  it('S53 a cycle recomputed after a VERSION_CONFLICT does not rerun the effects of its batch: 3 messages, 3 effect calls', async () => {
+  it('I13.11 a cycle recomputed after a VERSION_CONFLICT does not rerun the effects of its batch: 3 messages, 3 effect calls', async () => {
     const { src, queryId } = await names('fe-once');
     const effects: number[] = [];
     let conflicting: Promise<void> | undefined;

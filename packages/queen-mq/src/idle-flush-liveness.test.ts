@@ -77,7 +77,7 @@ async function answerLosingProxy(target: string): Promise<{ url: string; cut: ()
 }
 
 describe('idle flush liveness', () => {
-  it('S55 a 10-minute window on a partition quiet for longer than 5 minutes is emitted once, exact count (fake clock)', async () => {
+  it('I13.7 a 10-minute window on a partition quiet for longer than 5 minutes is emitted once, exact count (fake clock)', async () => {
     const { src, sink, queryId } = await names('flush-long');
     const clock = fakeClock();
     const h = track(
@@ -97,7 +97,7 @@ describe('idle flush liveness', () => {
     expect(h.metrics().flushCyclesTotal).toBe(1);
   });
 
-  it('S55 a runner restarted after its source went quiet 10 minutes ago still flushes the open window it finds in state', async () => {
+  it('I13.7 a runner restarted after its source went quiet 10 minutes ago still flushes the open window it finds in state', async () => {
     const { src, sink, queryId } = await names('flush-restart');
     const run = (clock?: () => number) =>
       Stream.from(queen.queue(src))
@@ -120,7 +120,7 @@ describe('idle flush liveness', () => {
     expect(await stateRows(b, second.queryUuid, p!.partition_id)).toEqual([]);
   });
 
-  it('S56 a cycle whose answer was lost (it committed) does not keep its partition out of the flush: the window closes with its exact count', async () => {
+  it('I13.7 a cycle whose answer was lost (it committed) does not keep its partition out of the flush: the window closes with its exact count', async () => {
     const { src, sink, queryId } = await names('flush-lost');
     const { url, cut } = await answerLosingProxy(b.url);
     const lost: string[] = [];

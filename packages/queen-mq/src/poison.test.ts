@@ -40,7 +40,7 @@ function deadLettered(h: RunHandle) {
 }
 
 describe('poison messages in streams', () => {
-  it('S50 a map that throws on one message: retryLimit+1 deliveries, then the DLQ; the other 9 reach the sink once each', async () => {
+  it('I13.5 a map that throws on one message: retryLimit+1 deliveries, then the DLQ; the other 9 reach the sink once each', async () => {
     const { src, sink, queryId } = await names('poison-map');
     await configureSource(b, src, { retryLimit: 2 });
     let poisonCalls = 0;
@@ -79,7 +79,7 @@ describe('poison messages in streams', () => {
     expect(lines[0]).toMatch(/dead-lettered message 3 .* after 3 deliveries/);
   });
 
-  it('S51 a reducer extractor that throws: default retryLimit 3 (four deliveries), the window totals exclude only the poison message', async () => {
+  it('I13.5 a reducer extractor that throws: default retryLimit 3 (four deliveries), the window totals exclude only the poison message', async () => {
     const { src, sink, queryId } = await names('poison-agg');
     // The queue default (3), not the suite's 100.
     await configureSource(b, src, { retryLimit: 3 });
@@ -117,7 +117,7 @@ describe('poison messages in streams', () => {
     expect(await cursorOf(b, `streams.${queryId}`, src)).toBe('6');
   });
 
-  it('S52 a gate that throws on one message: the allowed state counts every other message once; the poison one is dead-lettered', async () => {
+  it('I13.5 a gate that throws on one message: the allowed state counts every other message once; the poison one is dead-lettered', async () => {
     const { src, sink, queryId } = await names('poison-gate');
     await configureSource(b, src, { retryLimit: 1 });
     let poisonCalls = 0;

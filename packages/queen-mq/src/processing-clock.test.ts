@@ -60,20 +60,20 @@ async function runShifted(shiftMs: number) {
 }
 
 describe('one clock for processing time', () => {
-  it('S54 a runner whose clock is 30 s ahead of the database: every window emitted once with its exact count (Σ = 24)', async () => {
+  it('I13.6 a runner whose clock is 30 s ahead of the database: every window emitted once with its exact count (Σ = 24)', async () => {
     const { windows, expected, h } = await runShifted(30_000);
     expect(windows).toEqual(expected);
     expect(windows.reduce((s, [, n]) => s + n, 0)).toBe(24);
     expect(h.metrics().errorsTotal).toBe(0);
   });
 
-  it('S54 a runner whose clock is 30 s behind the database: the last window still closes on time, exact counts (Σ = 24)', async () => {
+  it('I13.6 a runner whose clock is 30 s behind the database: the last window still closes on time, exact counts (Σ = 24)', async () => {
     const { windows, expected } = await runShifted(-30_000);
     expect(windows).toEqual(expected);
     expect(windows.reduce((s, [, n]) => s + n, 0)).toBe(24);
   });
 
-  it('S54 a gate sees the broker\'s clock as ctx.streamTimeMs, not a runner clock an hour ahead', async () => {
+  it('I13.6 a gate sees the broker\'s clock as ctx.streamTimeMs, not a runner clock an hour ahead', async () => {
     const { src, sink, queryId } = await names('clockgate');
     const realNow = Date.now;
     vi.spyOn(Date, 'now').mockImplementation(() => realNow.call(Date) + 3_600_000);
