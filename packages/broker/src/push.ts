@@ -35,7 +35,7 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
     }));
     try {
       const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
-      for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
+      for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
       countPushes(ctx, items, results);
       return results.map((r, index) => {
         const item = items[index]!;
@@ -58,6 +58,17 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
       throw err;
     }
   }
+}
+
+/** The partitions written per queue, for the wake-up (only pops they can feed wake). */
+export function partitionsByQueue(items: { queue: string; partition: string }[]): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const i of items) {
+    let set = out.get(i.queue);
+    if (!set) out.set(i.queue, (set = new Set()));
+    set.add(i.partition);
+  }
+  return out;
 }
 
 function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorResult[]): void {

@@ -6,6 +6,7 @@ import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
+import { partitionsByQueue } from './push.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
@@ -106,7 +107,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
     const result = out[0]!.result;
     result.push_results = pushResultsOf(body, sinkItems, result.push_results as unknown as SinkAnswer | CycleResult['push_results']);
     if (result.success) {
-      for (const queue of new Set(result.push_results.filter((p) => p.status === 'queued').map((p) => p.queueName))) ctx.notifier.notify(queue);
+      for (const [queue, partitions] of partitionsByQueue(body.push_items.filter((_, i) => result.push_results[i]?.status === 'queued'))) ctx.notifier.notify(queue, partitions);
       if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
     }
     return result;
