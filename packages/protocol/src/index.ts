@@ -12,3 +12,4 @@ export * from './streams.js';
 export * from './kv.js';
 export * from './routes.js';
 export * from './openapi.js';
+export * from './reference.js';
