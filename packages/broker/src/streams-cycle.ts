@@ -105,9 +105,13 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
       throw err;
     }
     const result = out[0]!.result;
-    result.push_results = pushResultsOf(body, sinkItems, result.push_results as unknown as SinkAnswer | CycleResult['push_results']);
+    const answer = result.push_results as unknown as SinkAnswer | CycleResult['push_results'];
+    const queued = Array.isArray(answer) ? 0 : answer.status.filter((st) => st === 'queued').length;
+    result.push_counts = { queued, duplicate: Array.isArray(answer) ? 0 : answer.status.length - queued };
+    result.push_results = body.push_result_detail === 'counts' ? [] : pushResultsOf(body, sinkItems, answer);
     if (result.success) {
-      for (const [queue, partitions] of partitionsByQueue(body.push_items.filter((_, i) => result.push_results[i]?.status === 'queued'))) ctx.notifier.notify(queue, partitions);
+      const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
+      for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
       if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
     }
     return result;
