@@ -51,7 +51,7 @@ function fields(js: Json, prefix: string, depth = 0): string[] {
 function describe(p: Json): string {
   if (p.anyOf) return p.anyOf.map(describe).join(' or ');
   if (p.const !== undefined) return `\`${JSON.stringify(p.const)}\``;
-  if (p.enum) return `one of ${p.enum.map((v: unknown) => `\`${JSON.stringify(v)}\``).join(', ')}`;
+  if (p.enum) return `one of ${p.enum.map((v: unknown) => `\`${JSON.stringify(v)}\``).join(', ')}${p.default !== undefined ? `, default \`${JSON.stringify(p.default)}\`` : ''}`;
   const parts: string[] = [];
   if (typeof p.pattern === 'string' && p.pattern.includes('[0-9a-fA-F]{8}-')) parts.push('UUID');
   else if (p.format === 'date-time') parts.push('ISO-8601 time');
