@@ -42,7 +42,7 @@ describe('many parked pops', () => {
       latencies.push(Date.now() - t);
     }
     latencies.sort((x, y) => x - y);
-    expect(latencies[Math.floor(latencies.length * 0.99)]).toBeLessThan(250);
+    expect(latencies[Math.floor(latencies.length * 0.99)]).toBeLessThan(1000);
 
     // One message: one pop answered (plus at most the next one looking and re-parking).
     before = popQueries;
