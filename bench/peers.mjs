@@ -9,10 +9,16 @@
 //          while 4 consumers pop batches of 100 and ack them; completed msg/s.
 //   drain  40k messages pushed first (not timed), then 4 consumers drain them.
 //   push   4 producers, batches of 1, 10 and 100; stored msg/s.
+//   parked (broker only) 1,000 long-poll pops parked on one queue: broker CPU
+//          while they wait, push latency to another queue meanwhile (and the
+//          pool's waiting requests), and how many pops one push wakes.
 // Knobs: BENCH_SECONDS (per path and round, 5), BENCH_ROUNDS (2),
-// BENCH_DRAIN (40000), BENCH_WORKLOADS (e2e,drain,push), DATABASE_URL.
+// BENCH_DRAIN (40000), BENCH_PARKED (1000), BENCH_WORKLOADS
+// (e2e,drain,push,parked), DATABASE_URL.
 import PgBoss from 'pg-boss';
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
+import { Pool } from 'undici';
 import { Queen } from '@queen-mq/client';
 import { loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
@@ -20,7 +26,8 @@ const NAME = 'peers';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const DRAIN = Number(process.env.BENCH_DRAIN ?? 40000);
-const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'e2e,drain,push').split(',');
+const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'e2e,drain,push,parked').split(',');
+const PARKED = Number(process.env.BENCH_PARKED ?? 1000);
 const PARTITIONS = 8;
 const CONSUMERS = 4;
 const PRODUCERS_PUSH_ONLY = 4;
@@ -240,6 +247,55 @@ if (WORKLOADS.includes('e2e')) await compare('e2e', 'e2e', e2eRound);
 if (WORKLOADS.includes('drain')) await compare('drain', 'drain', drainRound);
 if (WORKLOADS.includes('push')) for (const b of [1, 10, 100]) await compare('push', `push b${b}`, (path) => pushRound(path, b));
 
+// Many waiting consumers: PARKED long-poll pops on one queue, each on its own connection.
+let parked = null;
+if (WORKLOADS.includes('parked')) {
+  await rss.mark('parked');
+  const cpuTicks = async () => { const f = (await readFile(`/proc/${broker.pid}/stat`, 'utf8')).split(') ')[1].split(' '); return Number(f[11]) + Number(f[12]); };
+  const metric = async (name, label = '') => {
+    const text = await (await fetch(`${broker.url}/metrics`)).text();
+    const m = new RegExp(`^${name}${label ? `\\{${label}\\}` : ''} (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) : null;
+  };
+  const queue = `bench_parked_${Date.now()}`;
+  const http = new Pool(broker.url, { connections: PARKED + 4 });
+  const answered = [];
+  const pops = Array.from({ length: PARKED }, () => http.request({ method: 'GET', path: `/api/v1/pop/queue/${queue}?wait=true&timeout=60000&autoAck=true` })
+    .then(async (r) => { answered.push({ status: r.statusCode, at: performance.now() }); await r.body.text(); }));
+  const parkStart = performance.now();
+  while ((await metric('queen_long_poll_waiting')) < PARKED && performance.now() - parkStart < 60000) await sleep(100);
+  const parkSeconds = (performance.now() - parkStart) / 1000;
+  progress(NAME, `${PARKED} pops parked in ${parkSeconds.toFixed(1)} s`);
+  const c0 = await cpuTicks();
+  await sleep(5000);
+  const idleCpuPct = ((await cpuTicks()) - c0) * 10 / 5000 * 100;
+  const latencies = [];
+  let poolWaitingMax = 0;
+  for (let i = 0; i < 200; i++) {
+    const t = performance.now();
+    await paths.broker.queen.queue(`${queue}_other`).push([{ payload: payload(i) }]);
+    latencies.push(performance.now() - t);
+    if (i % 20 === 0) poolWaitingMax = Math.max(poolWaitingMax, (await metric('queen_db_pool_connections', 'state="waiting"')) ?? 0);
+  }
+  latencies.sort((a, b) => a - b);
+  const t1 = performance.now();
+  await paths.broker.queen.queue(queue).push([{ payload: payload(0) }]);
+  while (answered.length < 1) await sleep(2);
+  const wakeMs = performance.now() - t1;
+  await sleep(500);
+  const wokenByOne = answered.length;
+  // Release the rest: one message each.
+  await paths.broker.queen.queue(queue).push(payloads(PARKED - wokenByOne));
+  await Promise.all(pops);
+  await http.close();
+  parked = {
+    parkedPops: PARKED, parkSeconds: Math.round(parkSeconds * 10) / 10, brokerCpuPctWhileParked: Math.round(idleCpuPct * 10) / 10,
+    pushP50Ms: Math.round(latencies[100] * 100) / 100, pushP99Ms: Math.round(latencies[198] * 100) / 100, poolWaitingMax,
+    oneMessageWakeMs: Math.round(wakeMs * 10) / 10, popsAnsweredByOneMessage: wokenByOne, allAnswered200: answered.every((a) => a.status === 200),
+  };
+  progress(NAME, `parked: ${JSON.stringify(parked)}`);
+}
+
 const memory = await rss.stop();
 const deadTuples = (await sql.query(`select n_dead_tup::int as dead, n_live_tup::int as live from pg_stat_user_tables where schemaname = 'queen' and relname = 'messages'`)).rows[0];
 
@@ -253,6 +309,11 @@ if (byName.e2e) {
 if (byName.drain) check('drain broker / plain SQL', byName.drain['broker/plain'], TARGETS.drainVsPlain);
 if (byName['push b100']) check('push b100 broker / plain SQL', byName['push b100']['broker/plain'], TARGETS.push100VsPlain);
 if (byName['push b1']) check('push b1 broker / plain SQL', byName['push b1']['broker/plain'], TARGETS.push1VsPlain);
+if (parked) {
+  summary.push({ measure: `push p99 with ${PARKED} parked pops (ms)`, value: parked.pushP99Ms, target: '< 50', met: parked.pushP99Ms < 50 ? 'yes' : 'no' });
+  summary.push({ measure: 'pops answered by a one-message push', value: parked.popsAnsweredByOneMessage, target: '1', met: parked.popsAnsweredByOneMessage === 1 ? 'yes' : 'no' });
+  summary.push({ measure: `broker CPU while ${PARKED} pops wait (%)`, value: parked.brokerCpuPctWhileParked, target: '', met: '' });
+}
 summary.push({ measure: 'broker RSS peak (MB)', value: mb(memory.peakBytes), target: '≤ 150', met: memory.peakBytes <= 150 * 1048576 ? 'yes' : 'no' });
 summary.push({ measure: 'dead tuples in queen.messages', value: deadTuples?.dead ?? null, target: '0', met: (deadTuples?.dead ?? 0) === 0 ? 'yes' : 'no' });
 
@@ -271,6 +332,7 @@ const file = await writeResults(NAME, {
   ],
   rows: rows.map(({ detail, ...r }) => ({ ...r, detail })),
   summary,
+  parked,
   brokerRss: { idleBytes: await rssOf(broker.pid), ...memory },
   deadTuples,
 });

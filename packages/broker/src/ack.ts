@@ -47,6 +47,10 @@ export async function ackItems(ctx: BrokerContext, group: string, items: AckItem
   const { rows } = await ctx.db.query<{ r: AckAnswer }>(ACK_SQL, [group, JSON.stringify(payload)]);
   const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
+  // A released lease makes its partition poppable again: wake this broker's
+  // waiters for it. Not published to other brokers (a NOTIFY per ack batch
+  // is PostgreSQL work on the hot path); their parked pops re-check within a second.
+  for (const r of results) if (r.leaseReleased && r.queueName && r.partitionName) ctx.notifier.room.wake(r.queueName, [r.partitionName]);
   return results;
 }
 

@@ -4,7 +4,7 @@ export { readConfig, type BrokerConfig } from './config.js';
 export type { BrokerContext } from './context.js';
 export { Database } from './database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './embedded-postgres.js';
-export { migrate, brokerMigrations, expectedVersion, type MigrationSource } from './migrate.js';
+export { migrate, brokerMigrations, expectedVersion, MigrationChangedError, type MigrationSource } from './migrate.js';
 export { registerRoute, type Input } from './http.js';
 export { routeCatalogue } from './ops.js';
 export { pushItems } from './push.js';

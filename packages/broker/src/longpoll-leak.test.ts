@@ -43,7 +43,7 @@ describe('long-poll leaks', () => {
     const round = async (n: number) => {
       for (let i = 0; i < n; i++) {
         const gone = new AbortController();
-        const waited = notifier.wait('q', 1000, gone.signal, shutdown.signal);
+        const waited = notifier.room.park('q', 'g', null, 1000, gone.signal, shutdown.signal);
         notifier.notify('q'); // wakes it at once: no timer to wait for
         await waited;
       }

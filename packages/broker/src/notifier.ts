@@ -1,7 +1,7 @@
-import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { isUnavailable, type Database } from './database.js';
+import { WaitRoom } from './wait-room.js';
 
 const PUBLISH_GAP_MS = 10;
 /** Backoff of the LISTEN reconnect; capped low so cross-broker wake-ups resume within a second. */
@@ -21,7 +21,8 @@ const RETRY_MAX_MS = 1000;
  * delays a remote pop, which re-checks every second anyway.
  */
 export class PushNotifier {
-  private readonly events = new EventEmitter();
+  /** The parked pops of this broker (wait-room.ts). */
+  readonly room = new WaitRoom();
   private client?: pg.Client;
   private closed = false;
   private retryTimer?: NodeJS.Timeout;
@@ -37,7 +38,6 @@ export class PushNotifier {
    * once when the pool sees PostgreSQL again.
    */
   constructor(private readonly url: string, private readonly log: Logger, private readonly db?: Database) {
-    this.events.setMaxListeners(0);
     db?.on('up', () => {
       if (this.client || this.closed || this.connecting) return;
       clearTimeout(this.retryTimer);
@@ -52,7 +52,7 @@ export class PushNotifier {
     let backendPid = 0;
     client.on('notification', (msg) => {
       // Our own publishes come back too; the local wake-up already happened.
-      if (msg.channel === 'queen_push' && msg.payload && msg.processId !== backendPid) this.events.emit(msg.payload);
+      if (msg.channel === 'queen_push' && msg.payload && msg.processId !== backendPid) this.room.wake(msg.payload);
     });
     // Only the live client's loss matters: a late 'end' of a replaced one must not drop its successor.
     const lost = (err?: Error) => {
@@ -112,9 +112,12 @@ export class PushNotifier {
     this.retryTimer.unref();
   }
 
-  /** Call after the write to `queue` committed. */
-  notify(queue: string): void {
-    this.events.emit(queue);
+  /**
+   * Call after the write to `queue` committed; `partitions` names the
+   * partitions written, when known, so only pops that can be fed wake.
+   */
+  notify(queue: string, partitions: Iterable<string> | null = null): void {
+    this.room.wake(queue, partitions);
     if (!this.client) return;
     this.unpublished.add(queue);
     if (!this.publishing) void this.publish();
@@ -139,33 +142,9 @@ export class PushNotifier {
     }
   }
 
-  /**
-   * Resolves on a push to `queue`, after `ms`, or when any of `signals`
-   * aborts. Each signal gets a listener for this wait only, removed when it
-   * ends: combining a request's signal with the broker-lifetime shutdown
-   * signal through AbortSignal.any would leave one entry per wait on the
-   * long-lived signal (Node 20 keeps them until it aborts).
-   */
-  wait(queue: string, ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.events.off(queue, done);
-        for (const s of signals) s?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, Math.max(0, ms));
-      this.events.on(queue, done);
-      for (const s of signals) {
-        if (s?.aborted) return done();
-        s?.addEventListener('abort', done, { once: true });
-      }
-    });
-  }
-
   /** Wakes every parked pop (shutdown answers them with 204). */
   wakeAll(): void {
-    for (const name of this.events.eventNames()) this.events.emit(name);
+    this.room.wakeAll();
   }
 
   async close(): Promise<void> {

@@ -65,6 +65,22 @@ export class PartitionDirectory {
     return ref;
   }
 
+  /**
+   * Runs `attempt` with the cached ids; when the allocator finds a partition
+   * deleted under it (a queue delete or cleanup, maybe on another broker:
+   * SQLSTATE P0002), forgets the cache and runs it once more, which
+   * re-creates what is missing. The one retry of push, transaction and cycle.
+   */
+  async retrying<T>(attempt: () => Promise<T>): Promise<T> {
+    try {
+      return await attempt();
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'P0002') throw err;
+      this.forget();
+      return attempt();
+    }
+  }
+
   forget(queue?: string): void {
     if (queue === undefined) return this.cache.clear();
     for (const [k, v] of [...this.cache.entries()]) if (v.queueName === queue) this.cache.delete(k);

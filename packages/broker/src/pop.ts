@@ -145,10 +145,11 @@ async function readableRows(ctx: BrokerContext, rows: PopRow[], q: PopQuery, lea
 }
 
 /**
- * Pop with optional long-poll (PROTOCOL §3.8): parked until a message can be
- * delivered or the timeout passes; woken by pushes (in-process and NOTIFY)
- * and re-checked at least every second. A client disconnect abandons the wait
- * without claiming anything; shutdown answers 204.
+ * Pop with optional long-poll (PROTOCOL §3.8): parked in the wait room
+ * (wait-room.ts) until a write it can be fed by, the pop before it in its
+ * line finding messages, its line's once-a-second re-check, or the timeout.
+ * A client disconnect abandons the wait without claiming anything; shutdown
+ * answers 204.
  */
 export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   const limits = { maxBatch: ctx.config.maxPopBatch, maxTimeoutMs: ctx.config.maxPopTimeoutMs };
@@ -162,7 +163,11 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     try {
       for (;;) {
         const outcome = await popOnce(ctx, params.queue, params.partition ?? null, q);
-        if (outcome.kind === 'messages') return outcome.body;
+        if (outcome.kind === 'messages') {
+          // There may be more for the next pop parked in this line.
+          ctx.notifier.room.wakeNext(params.queue, q.consumerGroup, params.partition ?? null);
+          return outcome.body;
+        }
         if (outcome.kind === 'paused') {
           reply.header('X-Queen-Pop-Paused', 'true');
           return reply.code(204).send();
@@ -173,7 +178,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           parked = true;
           metricsOf(ctx).longPollWaiting.inc();
         }
-        await ctx.notifier.wait(params.queue, Math.min(left, 1000), gone.signal, ctx.shutdown);
+        await ctx.notifier.room.park(params.queue, q.consumerGroup, params.partition ?? null, left, gone.signal, ctx.shutdown);
         if (gone.signal.aborted) return reply.code(204).send();
       }
     } finally {

@@ -16,6 +16,36 @@ export interface AllocatorResult {
 /** The SQL of a whole push: one statement, one row per item in input order. */
 export const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 'select * from queen.log_push_many_v1($1::jsonb, $2)' };
 
+/** A push item in the allocator's shape (queen.log_append_v1). */
+export interface AllocatorItem {
+  partition_id: string;
+  payload?: unknown;
+  /** Base64 ciphertext of an encryptionEnabled queue's payload (stored with payload null). */
+  encrypted?: string;
+  transaction_id?: string;
+  trace_id?: string;
+}
+
+/**
+ * Items as the allocator takes them: their partitions ensured (created by a
+ * short transaction of their own when missing, PROTOCOL §4) and the payloads
+ * of encrypted queues encrypted. Shared by push, transaction and cycle sink
+ * pushes, the one write path.
+ */
+export async function allocatorItems(
+  ctx: BrokerContext,
+  items: readonly { queue: string; partition: string; payload?: unknown; transactionId?: string; traceId?: string }[],
+): Promise<AllocatorItem[]> {
+  const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
+  const encrypted = await encryptedQueues(ctx, items.map((i) => i.queue));
+  return items.map((i) => ({
+    partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
+    ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
+    transaction_id: i.transactionId,
+    trace_id: i.traceId,
+  }));
+}
+
 /**
  * Appends items in one PostgreSQL transaction (all or none): partitions are
  * ensured first, then queen.log_push_many_v1 takes the append locks in
@@ -23,41 +53,36 @@ export const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 's
  */
 export async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: string | null): Promise<PushResult[]> {
   if (items.length === 0) return [];
-  for (let attempt = 0; ; attempt++) {
-    const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
-    const encrypted = await encryptedQueues(ctx, items.map((i) => i.queue));
-    const rows = items.map((i) => ({
-      partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
-      // Encrypted queues: only the ciphertext reaches SQL (stored with payload null).
-      ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
-      transaction_id: i.transactionId,
-      trace_id: i.traceId,
-    }));
-    try {
-      const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
-      for (const queue of new Set(items.map((i) => i.queue))) ctx.notifier.notify(queue);
-      countPushes(ctx, items, results);
-      return results.map((r, index) => {
-        const item = items[index]!;
-        return {
-          index,
-          transaction_id: item.transactionId ?? r.message_id,
-          status: r.status,
-          message_id: r.message_id,
-          partition_id: rows[index]!.partition_id,
-          queueName: item.queue,
-          offset: r.offset,
-          ...(r.status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
-        };
-      });
-    } catch (err) {
-      if ((err as { code?: string }).code === 'P0002' && attempt === 0) {
-        ctx.partitions.forget();
-        continue;
-      }
-      throw err;
-    }
+  return ctx.partitions.retrying(async () => {
+    const rows = await allocatorItems(ctx, items);
+    const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
+    for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
+    countPushes(ctx, items, results);
+    return results.map((r, index) => {
+      const item = items[index]!;
+      return {
+        index,
+        transaction_id: item.transactionId ?? r.message_id,
+        status: r.status,
+        message_id: r.message_id,
+        partition_id: rows[index]!.partition_id,
+        queueName: item.queue,
+        offset: r.offset,
+        ...(r.status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
+      };
+    });
+  });
+}
+
+/** The partitions written per queue, for the wake-up (only pops they can feed wake). */
+export function partitionsByQueue(items: { queue: string; partition: string }[]): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const i of items) {
+    let set = out.get(i.queue);
+    if (!set) out.set(i.queue, (set = new Set()));
+    set.add(i.partition);
   }
+  return out;
 }
 
 function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorResult[]): void {

@@ -73,6 +73,20 @@ describe('cycle sink pushes, set-based', () => {
     ]);
   });
 
+  it('push_result_detail "counts" answers the counts only (what a runner reads); the default carries them too', async () => {
+    const qid = await registerQuery();
+    const sink = uniqueName('sink-counts');
+    const items = [{ queue: sink, payload: 1, transactionId: 'c1' }, { queue: sink, payload: 2, transactionId: 'c1' }, { queue: sink, payload: 3 }];
+    const counts = await b.http('POST', '/streams/v1/cycle', { query_id: qid, partition_id: '00000000-0000-4000-8000-0000000000a4', ack: null, push_items: items, push_result_detail: 'counts' });
+    expect(counts.body).toMatchObject({ success: true, push_results: [], push_counts: { queued: 2, duplicate: 1 } });
+    const full = await b.http('POST', '/streams/v1/cycle', { query_id: qid, partition_id: '00000000-0000-4000-8000-0000000000a4', ack: null, push_items: items });
+    expect(full.body.push_counts).toEqual({ queued: 1, duplicate: 2 });
+    expect(full.body.push_results.map((r: any) => r.status)).toEqual(['duplicate', 'duplicate', 'queued']);
+    expect((await stored(sink)).map((r) => r.payload)).toEqual([1, 3, 3]);
+    const bad = await b.http('POST', '/streams/v1/cycle', { query_id: qid, partition_id: '00000000-0000-4000-8000-0000000000a4', ack: null, push_result_detail: 'some' });
+    expect(bad.status).toBe(400);
+  });
+
   it('raw SQL: push_items naming queue and partition answer the same §7.4 shape; a missing partition raises P0002', async () => {
     const qid = await registerQuery();
     const sink = uniqueName('sink-raw');

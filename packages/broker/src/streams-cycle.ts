@@ -3,24 +3,15 @@ import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@que
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
-import { encryptedQueues, encryptPayload } from './encryption.js';
 import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
+import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
 
 /** The cycle statement, parsed once per connection. */
 const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
-
-/** A sink push as the allocator takes it. */
-interface SinkItem {
-  partition_id: string;
-  payload?: unknown;
-  encrypted?: string;
-  transaction_id?: string;
-  trace_id?: string;
-}
 
 /** What queen_streams.push_sink_runs_v1 answers: per item, in order. */
 interface SinkAnswer {
@@ -30,7 +21,7 @@ interface SinkAnswer {
 }
 
 /** The §7.4 push_results of a cycle, from the allocator's arrays and the request's own items. */
-function pushResultsOf(body: CycleBody, items: SinkItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
+function pushResultsOf(body: CycleBody, items: AllocatorItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
   if (Array.isArray(answer)) return answer; // a failed element answers []
   return answer.status.map((status, index) => {
     const item = body.push_items[index]!;
@@ -57,20 +48,9 @@ function pushResultsOf(body: CycleBody, items: SinkItem[], answer: SinkAnswer | 
  * failures included, are answers, not errors.
  */
 export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
-  for (let attempt = 0; ; attempt++) {
-    let sinkItems: SinkItem[] = [];
-    if (body.push_items.length > 0) {
-      const dir = await ctx.partitions.ensure(body.push_items.map((i) => ({ queue: i.queue, partition: i.partition })));
-      const encrypted = await encryptedQueues(ctx, body.push_items.map((i) => i.queue));
-      // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
-      sinkItems = body.push_items.map((i) => ({
-        partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
-        // Encrypted sink queues: only the ciphertext reaches SQL (stored with payload null).
-        ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
-        transaction_id: i.transactionId,
-        trace_id: i.traceId,
-      }));
-    }
+  const { result, sinkItems } = await ctx.partitions.retrying(async () => {
+    // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
+    const sinkItems = body.push_items.length > 0 ? await allocatorItems(ctx, body.push_items) : [];
     const element = {
       idx: 0,
       query_id: body.query_id,
@@ -83,19 +63,11 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,
     };
-    let out: { idx: number; result: CycleResult }[];
     try {
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [
-        JSON.stringify([element]),
-      ]);
-      out = rows[0]!.r;
+      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [JSON.stringify([element])]);
+      return { result: rows[0]!.r[0]!.result, sinkItems };
     } catch (err) {
       const code = (err as { code?: string }).code;
-      // A cached sink partition was deleted under us (queue delete on another broker): re-create and retry once.
-      if (code === 'P0002' && attempt === 0) {
-        ctx.partitions.forget();
-        continue;
-      }
       if (code && UNSTORABLE_INPUT.has(code)) {
         throw new QueenError('VALIDATION_FAILED', 'Request contains text or JSON PostgreSQL cannot store (e.g. U+0000)', {
           details: [{ field: 'body', message: 'contains a value PostgreSQL cannot store (e.g. U+0000)' }],
@@ -103,14 +75,17 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
       }
       throw err;
     }
-    const result = out[0]!.result;
-    result.push_results = pushResultsOf(body, sinkItems, result.push_results as unknown as SinkAnswer | CycleResult['push_results']);
-    if (result.success) {
-      for (const queue of new Set(result.push_results.filter((p) => p.status === 'queued').map((p) => p.queueName))) ctx.notifier.notify(queue);
-      if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
-    }
-    return result;
+  });
+  const answer = result.push_results as unknown as SinkAnswer | CycleResult['push_results'];
+  const queued = Array.isArray(answer) ? 0 : answer.status.filter((st) => st === 'queued').length;
+  result.push_counts = { queued, duplicate: Array.isArray(answer) ? 0 : answer.status.length - queued };
+  result.push_results = body.push_result_detail === 'counts' ? [] : pushResultsOf(body, sinkItems, answer);
+  if (result.success) {
+    const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
+    for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
+    if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
   }
+  return result;
 }
 
 export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): void {

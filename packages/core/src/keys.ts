@@ -7,6 +7,8 @@ export const SEP = '\u001f';
 export const WATERMARK_KEY = '__wm__';
 
 export function escapeKeyPart(part: string): string {
+  // Most keys hold neither character: skip the two replaces (a window cycle escapes a key per message).
+  if (!part.includes('%') && !part.includes(SEP)) return part;
   return part.replace(/%/g, '%25').replace(/\u001f/g, '%1F');
 }
 
@@ -14,9 +16,18 @@ export function unescapeKeyPart(part: string): string {
   return part.replace(/%1F/g, '\u001f').replace(/%25/g, '%');
 }
 
+// The messages of a batch fall in few windows: the last start formatted is
+// reused (formatting a Date was the runner's top cost in a tumbling cycle).
+let lastIsoMs = NaN;
+let lastIso = '';
+
 /** ISO-8601 with milliseconds, UTC: `2026-01-05T10:00:00.000Z`. */
 export function isoMs(epochMs: number): string {
-  return new Date(epochMs).toISOString();
+  if (epochMs !== lastIsoMs) {
+    lastIso = new Date(epochMs).toISOString();
+    lastIsoMs = epochMs;
+  }
+  return lastIso;
 }
 
 /** `<tag>␟<windowStart ISO ms>␟<userKey>` */

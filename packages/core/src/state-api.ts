@@ -18,7 +18,8 @@ export class StreamsApi {
   }
 
   cycle(body: CycleRequest): Promise<CycleResponse> {
-    return this.queen.request<CycleResponse>('POST', '/streams/v1/cycle', { body, idempotent: true });
+    // The runner reads no per-output push result: ask for counts only.
+    return this.queen.request<CycleResponse>('POST', '/streams/v1/cycle', { body: { ...body, push_result_detail: 'counts' }, idempotent: true });
   }
 
   /**

@@ -72,8 +72,15 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
   const skipped: SkippedMessage[] = [];
   let maxEventMs: number | undefined;
   let newestCreatedMs = -Infinity;
+  // Messages pushed together share a createdAt: parse each distinct text once.
+  let lastCreatedText = '';
+  let lastCreated = NaN;
   for (const message of messages) {
-    const created = Date.parse(message.createdAt);
+    if (message.createdAt !== lastCreatedText) {
+      lastCreatedText = message.createdAt;
+      lastCreated = Date.parse(lastCreatedText);
+    }
+    const created = lastCreated;
     if (created > newestCreatedMs) newestCreatedMs = created;
     for (const { value, key } of runPreStages(plan.pre, message)) {
       let ts: number | undefined;

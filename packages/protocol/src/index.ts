@@ -13,3 +13,4 @@ export * from './kv.js';
 export * from './routes.js';
 export * from './paths.js';
 export * from './openapi.js';
+export * from './reference.js';

@@ -108,6 +108,12 @@ export const cycleBody = z.object({
   push_items: z.array(pushItem).max(10000).default([]),
   ack: cycleAck.nullable().default(null),
   release_lease: z.boolean().default(true),
+  /**
+   * Extension. `counts`: answer `push_results: []` and only `push_counts`.
+   * A runner pushing 500 outputs a cycle reads none of their 500 results;
+   * building, sending and parsing them cost more than the counts it needs.
+   */
+  push_result_detail: z.enum(['items', 'counts']).default('items'),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
 });
@@ -135,6 +141,8 @@ export const cycleResponse = z.object({
   state_ops_applied: z.number().int(),
   state_results: z.array(stateResult),
   push_results: z.array(pushResult),
+  /** Extension: how many sink pushes were stored and how many were duplicates. */
+  push_counts: z.object({ queued: z.number().int(), duplicate: z.number().int() }).optional(),
   ack_result: cycleAckResult.nullable(),
   error: z.string().optional(),
   code: z.string().optional(),

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { RECHECK_MS, WaitRoom } from './wait-room.js';
+
+// The wait room wakes the head of each line a write can feed, never the
+// whole room: 1,000 parked pops and a one-message push is one pop, not 1,000.
+
+/** Parks `n` waiters and records the order they resolve in. */
+function parkMany(room: WaitRoom, n: number, queue = 'q', group = 'g', partition: string | null = null, ms = 60_000) {
+  const woken: number[] = [];
+  const done = Array.from({ length: n }, (_, i) => room.park(queue, group, partition, ms).then(() => woken.push(i)));
+  return { woken, done };
+}
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('wait room', () => {
+  it('a write wakes the head of the line only; the next one wakes when the head found messages', async () => {
+    const room = new WaitRoom();
+    const { woken } = parkMany(room, 1000);
+    expect(room.parked).toBe(1000);
+    room.wake('q', ['p1']);
+    await tick();
+    expect(woken).toEqual([0]);
+    expect(room.parked).toBe(999);
+    room.wakeNext('q', 'g', null);
+    await tick();
+    expect(woken).toEqual([0, 1]);
+    room.wakeAll();
+    await tick();
+    expect(woken).toHaveLength(1000);
+    expect(room.parked).toBe(0);
+  });
+
+  it('one line per consumer group and per pinned partition; a write wakes only lines it can feed', async () => {
+    const room = new WaitRoom();
+    const a = parkMany(room, 3, 'q', 'ga');
+    const b = parkMany(room, 3, 'q', 'gb');
+    const pinned = parkMany(room, 3, 'q', 'ga', 'p2');
+    const other = parkMany(room, 3, 'other', 'ga');
+    room.wake('q', ['p1']);
+    await tick();
+    expect([a.woken, b.woken, pinned.woken, other.woken]).toEqual([[0], [0], [], []]);
+    room.wake('q', ['p2']);
+    await tick();
+    expect([a.woken, b.woken, pinned.woken, other.woken]).toEqual([[0, 1], [0, 1], [0], []]);
+    // Unknown partitions (a remote broker's NOTIFY): every line's head of that queue.
+    room.wake('q', null);
+    await tick();
+    expect([a.woken, b.woken, pinned.woken, other.woken]).toEqual([[0, 1, 2], [0, 1, 2], [0, 1], []]);
+    room.wakeAll();
+  });
+
+  it('only the head of a line re-checks on the timer, once per interval', async () => {
+    const room = new WaitRoom();
+    const { woken } = parkMany(room, 50);
+    await new Promise((r) => setTimeout(r, RECHECK_MS * 2 + 150));
+    expect(woken).toEqual([0, 1]);
+    room.wakeAll();
+  });
+
+  it('timeouts and aborted signals leave the line; nothing stays parked', async () => {
+    const room = new WaitRoom();
+    const gone = new AbortController();
+    const order: string[] = [];
+    const t = room.park('q', 'g', null, 30).then(() => order.push('timeout'));
+    const g = room.park('q', 'g', null, 60_000, gone.signal).then(() => order.push('gone'));
+    const h = room.park('q', 'g', null, 60_000).then(() => order.push('woken'));
+    await t;
+    gone.abort();
+    await g;
+    expect(room.parked).toBe(1);
+    room.wake('q', ['x']);
+    await h;
+    expect(order).toEqual(['timeout', 'gone', 'woken']);
+    expect(room.parked).toBe(0);
+    // An already aborted signal never parks.
+    await room.park('q', 'g', null, 60_000, gone.signal);
+    expect(room.parked).toBe(0);
+  });
+});
