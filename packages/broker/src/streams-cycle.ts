@@ -77,11 +77,11 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
     }
   });
   const answer = result.push_results as unknown as SinkAnswer | CycleResult['push_results'];
-  const queued = Array.isArray(answer) ? 0 : answer.status.filter((st) => st === 'queued').length;
-  result.push_counts = { queued, duplicate: Array.isArray(answer) ? 0 : answer.status.length - queued };
+  // A failed element answers [] (nothing stored); else the items stored, once, for the counts and the wake-up.
+  const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
+  result.push_counts = { queued: stored.length, duplicate: Array.isArray(answer) ? 0 : answer.status.length - stored.length };
   result.push_results = body.push_result_detail === 'counts' ? [] : pushResultsOf(body, sinkItems, answer);
   if (result.success) {
-    const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
     for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
     if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
   }
