@@ -186,26 +186,36 @@ declare
   v_bad      record;
   v_results  jsonb := '[]'::jsonb;
   v_applied  int := 0;
+  v_keys     text[];
+  v_types    text[];
+  v_values   jsonb[];
+  v_expects  bigint[];
+  v_distinct boolean;
+  v_bad_type text;
+  v_has_bad  boolean;
 begin
   if jsonb_array_length(p_ops) = 0 then
     return jsonb_build_object('applied', 0, 'results', '[]'::jsonb);
   end if;
-  if exists (select 1 from jsonb_array_elements(p_ops) e where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete') then
-    raise exception 'unknown state op type %',
-      (select e->>'type' from jsonb_array_elements(p_ops) e where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete' limit 1)
-      using errcode = '22023';
+  -- The ops read once into arrays; every statement below works on those.
+  select array_agg(e->>'key' order by n), array_agg(e->>'type' order by n), array_agg(e->'value' order by n),
+         array_agg((e->>'expected_version')::bigint order by n), count(distinct e->>'key') = count(*),
+         (array_agg(e->>'type') filter (where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete'))[1],
+         bool_or(e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete')
+    into v_keys, v_types, v_values, v_expects, v_distinct, v_bad_type, v_has_bad
+    from jsonb_array_elements(p_ops) with ordinality as t(e, n);
+  if v_has_bad then
+    raise exception 'unknown state op type %', v_bad_type using errcode = '22023';
   end if;
 
-  if (select count(distinct e->>'key') = count(*) from jsonb_array_elements(p_ops) e) then
+  if v_distinct then
     -- Rows locked in key order (two cycles of one shard already serialise on
     -- the advisory lock; the order keeps a raw caller's overlap deadlock-free).
     perform 1 from queen_streams.state s
-     where s.query_id = p_qid and s.partition_id = p_pid
-       and s.key in (select e->>'key' from jsonb_array_elements(p_ops) e)
+     where s.query_id = p_qid and s.partition_id = p_pid and s.key = any(v_keys)
      order by s.key for update;
-    select o.ord, o.key, o.expected, coalesce(s.version, 0) as current into v_bad
-      from (select n as ord, e->>'key' as key, (e->>'expected_version')::bigint as expected, e->>'type' as type
-              from jsonb_array_elements(p_ops) with ordinality as t(e, n)) o
+    select o.key, o.expected, coalesce(s.version, 0) as current into v_bad
+      from unnest(v_keys, v_types, v_expects) with ordinality as o(key, type, expected, ord)
       left join queen_streams.state s on s.query_id = p_qid and s.partition_id = p_pid and s.key = o.key
      where o.expected is not null
        and (coalesce(s.version, 0) <> o.expected or (o.type = 'delete' and s.version is null))
@@ -218,20 +228,21 @@ begin
 
     delete from queen_streams.state s
      where s.query_id = p_qid and s.partition_id = p_pid
-       and s.key in (select e->>'key' from jsonb_array_elements(p_ops) e where e->>'type' = 'delete');
+       and s.key in (select o.key from unnest(v_keys, v_types) as o(key, type) where o.type = 'delete');
     with ups as (
       insert into queen_streams.state as s (query_id, partition_id, key, value, version, updated_at)
-      select p_qid, p_pid, o.e->>'key', coalesce(o.e->'value', 'null'::jsonb), nextval('queen_streams.state_version_seq'), now()
-        from (select e from jsonb_array_elements(p_ops) with ordinality as t(e, n) where e->>'type' = 'upsert' order by n) o
+      select p_qid, p_pid, o.key, coalesce(o.value, 'null'::jsonb), nextval('queen_streams.state_version_seq'), now()
+        from unnest(v_keys, v_types, v_values) with ordinality as o(key, type, value, n)
+       where o.type = 'upsert' order by o.n
       on conflict (query_id, partition_id, key)
       do update set value = excluded.value, version = excluded.version, updated_at = excluded.updated_at
       returning s.key, s.version
     )
     select jsonb_agg(jsonb_build_object('key', o.key, 'type', o.type, 'version', u.version) order by o.n)
       into v_results
-      from (select n, e->>'key' as key, e->>'type' as type from jsonb_array_elements(p_ops) with ordinality as t(e, n)) o
+      from unnest(v_keys, v_types) with ordinality as o(key, type, n)
       left join ups u on o.type = 'upsert' and u.key = o.key;
-    return jsonb_build_object('applied', jsonb_array_length(p_ops), 'results', v_results);
+    return jsonb_build_object('applied', cardinality(v_keys), 'results', v_results);
   end if;
 
   for v_op in select e from jsonb_array_elements(p_ops) e loop
