@@ -1,7 +1,8 @@
-import type { Json, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
+import { MERGING_END_RULE, type Json, type PipeStage, type SinkPlugin, type WindowOptions, type WindowPlugin } from './plugins.js';
 import type { Reducer } from './reducer.js';
 import { chainError } from './chain-error.js';
 import { SEP } from './keys.js';
+import { windowTag } from './window-tag.js';
 
 /** Window options after defaults and checks; durations in ms. */
 export interface ResolvedWindowOptions {
@@ -17,7 +18,7 @@ export interface ResolvedWindowOptions {
 /** One link of an operator chain, in the order it was built. */
 export type ChainStage =
   | { type: 'pipe'; stage: PipeStage }
-  | { type: 'window'; plugin: WindowPlugin; options: ResolvedWindowOptions }
+  | { type: 'window'; plugin: WindowPlugin; tag: string; options: ResolvedWindowOptions }
   | { type: 'reduce'; reducer: Reducer }
   | { type: 'sink'; sink: SinkPlugin };
 
@@ -88,13 +89,32 @@ function nonNegative(options: Record<string, unknown>, name: string, fallback: n
   return v;
 }
 
+/**
+ * A window plugin's own contract, checked when it is appended: a kind, an
+ * assign, and merging said in the interface (a merging window declares its
+ * end rule and has a merge; a `merge` without the declaration is refused
+ * rather than silently switching the end rules). Answers the state-row tag.
+ */
+export function checkWindowPlugin(plugin: WindowPlugin): string {
+  if (plugin === null || typeof plugin !== 'object') throw chainError('.window() takes a window plugin');
+  if (typeof plugin.kind !== 'string' || plugin.kind === '' || plugin.kind.includes(SEP)) throw chainError('a window plugin needs a kind (a non-empty string without U+001F)');
+  if (typeof plugin.assign !== 'function') throw chainError(`window plugin "${plugin.kind}" has no assign()`);
+  const declared = (plugin as { merging?: unknown }).merging;
+  const merge = (plugin as { merge?: unknown }).merge;
+  if (declared !== undefined && declared !== MERGING_END_RULE) {
+    throw chainError(`window plugin "${plugin.kind}": merging must be ${JSON.stringify(MERGING_END_RULE)} (the end rule core applies), got ${JSON.stringify(declared)}`);
+  }
+  if (declared === MERGING_END_RULE && typeof merge !== 'function') throw chainError(`window plugin "${plugin.kind}" declares merging but has no merge()`);
+  if (declared === undefined && merge !== undefined) {
+    throw chainError(
+      `window plugin "${plugin.kind}" has a merge() but does not declare merging: ${JSON.stringify(MERGING_END_RULE)}; a merging window states its end rule (inclusive ends, one open row per key)`,
+    );
+  }
+  return windowTag(plugin);
+}
+
 /** Core's window option checks (S3, S4 defaults); the plugin checks its own. */
 export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
-  if (plugin === null || typeof plugin !== 'object') throw chainError('.window() takes a window plugin');
-  if (typeof plugin.kind !== 'string' || typeof plugin.tag !== 'string' || plugin.tag === '' || plugin.tag.includes(SEP) || plugin.tag.startsWith('__')) {
-    throw chainError('a window plugin needs a kind and a tag without U+001F that does not start with "__"');
-  }
-  if (typeof plugin.assign !== 'function') throw chainError(`window plugin "${plugin.kind}" has no assign()`);
   const opts = (options ?? {}) as Record<string, unknown>;
   if (typeof opts !== 'object') throw chainError('window options must be an object');
   const idleFlushMs = nonNegative(opts, 'idleFlushMs', plugin.defaultIdleFlushMs);

@@ -1,4 +1,4 @@
-import type { GateStage, Json, KeyByStage, SinkPlugin, TransformStage, WindowPlugin } from './plugins.js';
+import { isMergingWindow, type GateStage, type Json, type KeyByStage, type SinkPlugin, type TransformStage, type WindowPlugin } from './plugins.js';
 import type { Reducer } from './reducer.js';
 import { chainStructure, type ChainStage, type ResolvedWindowOptions } from './chain.js';
 import { chainError } from './chain-error.js';
@@ -28,7 +28,8 @@ export interface CompiledQuery {
   readonly sinkQueue: string | null;
   readonly shape: 'window' | 'gate' | 'stateless';
   readonly pre: readonly PreStage[];
-  readonly window?: { plugin: WindowPlugin; options: ResolvedWindowOptions };
+  /** The window, its state-row tag (given or derived) and its resolved options. */
+  readonly window?: { plugin: WindowPlugin; tag: string; options: ResolvedWindowOptions };
   readonly reducer?: Reducer;
   readonly gate?: GateStage;
   readonly post: readonly TransformStage[];
@@ -50,10 +51,10 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
       if (!next || next.type !== 'reduce') {
         throw chainError(`the ${s.plugin.kind} window requires a downstream .reduce() or .aggregate() directly after it`);
       }
-      if (typeof s.plugin.merge === 'function' && typeof next.reducer.merge !== 'function') {
+      if (isMergingWindow(s.plugin) && typeof next.reducer.merge !== 'function') {
         throw chainError(`the ${s.plugin.kind} window merges windows: pass .reduce(fn, initial, { merge }) or use .aggregate()`);
       }
-      window = { plugin: s.plugin, options: s.options };
+      window = { plugin: s.plugin, tag: s.tag, options: s.options };
     } else if (s.type === 'reduce') {
       reducer = s.reducer;
     } else if (s.type === 'sink') {

@@ -2,7 +2,8 @@ import { QueenError, type Queen } from '@queen-mq/client';
 import type { RunnerContext, TouchedPartition } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
 import { storedWatermark, flushRipeRows, nextRipeAt } from './window-batch.js';
-import { cycleFailure, emitOutputs } from './cycle.js';
+import { emitOutputs } from './window-cycle.js';
+import { commitCycle } from './commit.js';
 import { sinkOutputs } from './sink-output.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 
@@ -48,7 +49,7 @@ export interface FlushPass {
  */
 export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, pass: FlushPass = {}): Promise<'deferred' | void> {
   const { plan } = rt;
-  const { plugin, options } = plan.window!;
+  const { options, tag } = plan.window!;
   let touched = rt.touched.get(partitionId);
   if (touched?.awaitingRedelivery) {
     const settled = pass.caughtUp?.has(partitionId) && pass.lagReadAt !== undefined && (touched.markedAt ?? Infinity) < pass.lagReadAt;
@@ -77,7 +78,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
   if (hint !== undefined && hint > ripeAtOrBefore) return;
   // All open rows, not only the ripe ones: the rest tell when to look again
   // (and a merging window's older sessions ripen before the row's windowEnd).
-  const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: windowKeyPrefix(plugin.tag) });
+  const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, key_prefix: windowKeyPrefix(tag) });
   const next = nextRipeAt(plan, rows, ripeAtOrBefore);
   const fold = flushRipeRows(plan, rows, ripeAtOrBefore);
   if (fold.stateOps.length === 0) {
@@ -87,22 +88,20 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
   }
   const outputs = emitOutputs(rt, partitionId, partition, fold.emits);
   const pushItems = await sinkOutputs(plan, rt.queryId, partitionId, outputs);
-  const res = await rt.api.cycle({
-    query_id: rt.queryId,
-    partition_id: partitionId,
-    consumer_group: rt.consumerGroup,
-    state_ops: fold.stateOps,
-    push_items: pushItems,
+  // A flush that lost a race (VERSION_CONFLICT) pushed nothing: the next tick or cycle closes the window.
+  await commitCycle(rt, {
+    partitionId,
+    partition,
+    stateOps: fold.stateOps,
+    pushItems,
     ack: null,
+    messages: 0,
+    emits: fold.emits.length,
+    onCommitted() {
+      if (next === Infinity) forget();
+      else if (touched) nextRipeHint.set(touched, next);
+    },
   });
-  if (res.success) {
-    if (next === Infinity) forget();
-    else if (touched) nextRipeHint.set(touched, next);
-    rt.metrics.flushCyclesTotal += 1;
-    rt.events.emit('window:flush', { partitionId, partition, stateOps: fold.stateOps.length, pushes: pushItems.length, emits: fold.emits.length });
-  } else if (res.code !== 'VERSION_CONFLICT') {
-    throw cycleFailure(res);
-  }
 }
 
 /**

@@ -3,6 +3,9 @@ export type {
   Json,
   WindowBounds,
   WindowPlugin,
+  FixedWindowPlugin,
+  MergingWindowPlugin,
+  MergedWindow,
   WindowOptions,
   EventTimeValue,
   OperatorContext,
@@ -16,7 +19,7 @@ export type {
   SinkPushItem,
   SinkContext,
 } from './plugins.js';
-export { isGateStage, isKeyByStage } from './plugins.js';
+export { isGateStage, isKeyByStage, isMergingWindow, MERGING_END_RULE } from './plugins.js';
 export type { SourceMessage } from './source-message.js';
 export { aggregateReducer, reduceReducer, type Reducer, type Extractor, type ReduceOptions } from './reducer.js';
 export { mapStage, filterStage, flatMapStage, keyByStage } from './operators.js';

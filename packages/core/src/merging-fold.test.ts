@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Stream } from './stream.js';
-import type { WindowBounds, WindowPlugin } from './plugins.js';
+import { MERGING_END_RULE, type MergedWindow, type WindowBounds, type WindowPlugin } from './plugins.js';
 import type { SourceMessage } from './source-message.js';
 import type { StateRow } from './wire.js';
 import { aggregateReducer } from './reducer.js';
@@ -14,12 +14,16 @@ const sess: WindowPlugin = {
   tag: 'sess:2',
   defaultIdleFlushMs: 1000,
   assign: (t) => [{ start: t, end: t + GAP }],
-  merge(ws: WindowBounds[]) {
-    const out: WindowBounds[] = [];
-    for (const w of [...ws].sort((a, b) => a.start - b.start)) {
+  merging: MERGING_END_RULE,
+  merge(ws: readonly WindowBounds[]): MergedWindow[] {
+    const out: { start: number; end: number; merged: number[] }[] = [];
+    for (const i of ws.map((_, i) => i).sort((a, b) => ws[a]!.start - ws[b]!.start)) {
+      const w = ws[i]!;
       const last = out[out.length - 1];
-      if (last && w.start <= last.end) last.end = Math.max(last.end, w.end);
-      else out.push({ ...w });
+      if (last && w.start <= last.end) {
+        last.end = Math.max(last.end, w.end);
+        last.merged.push(i);
+      } else out.push({ start: w.start, end: w.end, merged: [i] });
     }
     return out;
   },

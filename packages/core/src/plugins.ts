@@ -13,31 +13,76 @@ export interface WindowBounds {
   end: number;
 }
 
-/**
- * A window kind. `assign` maps a timestamp to the windows containing it;
- * core does everything else the same way for every window: state rows,
- * watermark, eventTime, gracePeriod, allowedLateness, onLate, ripeness,
- * emission and the idle-flush timer.
- */
-export interface WindowPlugin {
+/** What every window kind declares; see {@link WindowPlugin}. */
+interface WindowPluginBase {
   /** Window kind, e.g. `'tumbling'`. Enters the config hash. */
   readonly kind: string;
   /** Structural options (sizes, units); enters the config hash. Never closures. */
   readonly shape: Json;
-  /** Key tag of the state rows, e.g. `'tumb:60'` (PROTOCOL §7.6). Must not contain U+001F. */
-  readonly tag: string;
+  /**
+   * Key tag of the state rows, e.g. `'tumb:60'` (PROTOCOL §7.6). Optional:
+   * omitted, core derives one from `kind` and `shape`. A given tag must not
+   * contain U+001F nor start with `__`, and two windows of different kind or
+   * shape may not share it in one process (checked when the window is built).
+   */
+  readonly tag?: string;
   /** Idle-flush interval used when the window options omit `idleFlushMs`. */
   readonly defaultIdleFlushMs: number;
   /** Windows containing `timestampMs` (epoch ms). Deterministic. */
   assign(timestampMs: number): WindowBounds[];
+}
+
+/**
+ * A window whose instances never merge (tumbling, sliding, cron): windows are
+ * `[start, end)` with an EXCLUSIVE end, one state row per window and key, and
+ * a window closes once the clock reaches `end + grace`.
+ */
+export interface FixedWindowPlugin extends WindowPluginBase {
+  readonly merging?: undefined;
+  readonly merge?: undefined;
+}
+
+/**
+ * The end rule of a merging window, stated by the plugin: ends are INCLUSIVE
+ * (`[start, end]`; an event at exactly `end` still joins the window, which
+ * closes only once the clock is PAST `end + grace`), and core keeps ONE open
+ * row per key (`<tag>␟open␟<userKey>`) holding the key's open windows.
+ */
+export const MERGING_END_RULE = 'inclusive-ends-one-open-row-per-key' as const;
+
+/** One window `merge` answers, with the indexes (into its input) of the windows it merged. */
+export interface MergedWindow extends WindowBounds {
+  /** Indexes into `merge`'s input of every window this one is made of (at least one). */
+  readonly merged: readonly number[];
+}
+
+/**
+ * A window whose instances merge (sessions). It states its end rule
+ * ({@link MERGING_END_RULE}) and answers, for windows of one key, the merged
+ * windows and which inputs each one merged; core never guesses merges. The
+ * reducer after it must have a `merge` (accumulators of merged windows are combined).
+ */
+export interface MergingWindowPlugin extends WindowPluginBase {
+  readonly merging: typeof MERGING_END_RULE;
   /**
-   * Merging windows (sessions): given windows of one key, answers them with
-   * every overlapping or touching group merged into one (its hull). With
-   * `merge`, core keeps one row per key (`<tag>␟open␟<userKey>`), treats
-   * window ends as inclusive (a window closes once the clock is PAST
-   * `end + grace`) and merges accumulators with the reducer's `merge`.
+   * Given windows of one key, answers every group that overlaps or touches
+   * (inclusive ends) merged into one (its hull), each with the input indexes
+   * it is made of; every input index appears in exactly one answer. Pure.
    */
-  merge?(windows: WindowBounds[]): WindowBounds[];
+  merge(windows: readonly WindowBounds[]): MergedWindow[];
+}
+
+/**
+ * A window kind. `assign` maps a timestamp to the windows containing it;
+ * core does everything else the same way for every window: state rows,
+ * watermark, eventTime, gracePeriod, allowedLateness, onLate, ripeness,
+ * emission and the idle-flush timer. A fixed window or a merging one: the
+ * merging variant says so in `merging` (its end rule) — a `merge` alone is refused.
+ */
+export type WindowPlugin = FixedWindowPlugin | MergingWindowPlugin;
+
+export function isMergingWindow(plugin: WindowPlugin): plugin is MergingWindowPlugin {
+  return plugin.merging === MERGING_END_RULE;
 }
 
 /** What `eventTime` may return: a Date, epoch milliseconds or an ISO-8601 string. */

@@ -1,6 +1,6 @@
 import type { RunnerContext } from './runner-context.js';
 import type { SourceMessage } from './source-message.js';
-import type { PartitionBatch } from './cycle.js';
+import type { PartitionBatch } from './commit.js';
 import { OperatorError } from './pre-ops.js';
 import { GateEvalError } from './gate-batch.js';
 

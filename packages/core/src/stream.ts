@@ -1,6 +1,6 @@
 import type { OperatorContext, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
 import { aggregateReducer, reduceReducer, type Extractor, type ReduceOptions } from './reducer.js';
-import { checkAppend, resolveWindowOptions, type ChainStage } from './chain.js';
+import { checkAppend, checkWindowPlugin, resolveWindowOptions, type ChainStage } from './chain.js';
 import { compileChain, type CompiledQuery } from './compile.js';
 import { filterStage, flatMapStage, keyByStage, mapStage } from './operators.js';
 import { chainError } from './chain-error.js';
@@ -93,7 +93,8 @@ export class Stream<T = SourceMessage> {
   /** A window of any kind; must be followed by `.reduce()` or `.aggregate()`. */
   window(plugin: WindowPlugin, options?: WindowOptions<T>): Stream<T> {
     this.assertOpen('the window');
-    return this.append<T>({ type: 'window', plugin, options: resolveWindowOptions(plugin, options) });
+    const tag = checkWindowPlugin(plugin);
+    return this.append<T>({ type: 'window', plugin, tag, options: resolveWindowOptions(plugin, options) });
   }
 
   /**

@@ -1,4 +1,4 @@
-import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { MERGING_END_RULE, chainError, type MergedWindow, type MergingWindowPlugin, type WindowBounds, type WindowOptions } from '@queen-mq/core';
 
 /** Options of {@link session}: the inactivity gap plus every window's common options. */
 export interface SessionOptions<T = any> extends WindowOptions<T> {
@@ -18,7 +18,7 @@ export const SESSION_DEFAULT_IDLE_FLUSH_MS = 1000;
  * closes the session once the clock is past `windowEnd + gracePeriod`.
  * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number.
  */
-export function session(options: Pick<SessionOptions, 'gap'>): WindowPlugin {
+export function session(options: Pick<SessionOptions, 'gap'>): MergingWindowPlugin {
   const gap = (options as { gap?: unknown } | undefined)?.gap;
   if (typeof gap !== 'number' || !Number.isFinite(gap) || gap <= 0) {
     throw chainError(`session window: gap must be a positive number of seconds, got ${JSON.stringify(gap)}`);
@@ -33,14 +33,18 @@ export function session(options: Pick<SessionOptions, 'gap'>): WindowPlugin {
     assign(timestampMs: number): WindowBounds[] {
       return [{ start: timestampMs, end: timestampMs + gapMs }];
     },
-    merge(windows: WindowBounds[]): WindowBounds[] {
-      const sorted = [...windows].sort((a, b) => a.start - b.start || a.end - b.end);
-      const out: WindowBounds[] = [];
-      for (const w of sorted) {
+    merging: MERGING_END_RULE,
+    merge(windows: readonly WindowBounds[]): MergedWindow[] {
+      const order = windows.map((_, i) => i).sort((a, b) => windows[a]!.start - windows[b]!.start || windows[a]!.end - windows[b]!.end);
+      const out: { start: number; end: number; merged: number[] }[] = [];
+      for (const i of order) {
+        const w = windows[i]!;
         const last = out[out.length - 1];
         // Inclusive ends: [0, 2000] and [2000, 4000] are one session.
-        if (last && w.start <= last.end) last.end = Math.max(last.end, w.end);
-        else out.push({ start: w.start, end: w.end });
+        if (last && w.start <= last.end) {
+          last.end = Math.max(last.end, w.end);
+          last.merged.push(i);
+        } else out.push({ start: w.start, end: w.end, merged: [i] });
       }
       return out;
     },

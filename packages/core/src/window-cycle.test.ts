@@ -10,7 +10,7 @@ import { RunnerEmitter } from './events.js';
 import { PartitionLocks } from './partition-lock.js';
 import { StreamsApi } from './state-api.js';
 import { prepareWindowBatch } from './window-batch.js';
-import { readWindowState, type WindowStateRead } from './window-state-read.js';
+import { readWindowState, type WindowStateRead } from './window-cycle.js';
 import { WATERMARK_KEY, windowStateKey } from './keys.js';
 
 // The one-read path of a window cycle (one state/get of the whole partition)

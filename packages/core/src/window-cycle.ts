@@ -1,8 +1,64 @@
 import type { RunnerContext } from './runner-context.js';
 import type { StateRow } from './wire.js';
 import { rowsByKey } from './state-api.js';
-import { batchClock, type PreparedWindowBatch } from './window-batch.js';
+import { runPostStages } from './pre-ops.js';
+import { sinkOutputs, type SinkOutput } from './sink-output.js';
+import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBatch, type WindowEmit } from './window-batch.js';
+import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
+
+// The window cycle, in one place: prepare the batch, read the state it
+// needs, fold (window-batch.ts, pure), hand the emits to the sink, commit.
+
+/**
+ * One window cycle over one partition's batch. Until it commits, the idle
+ * flush must not close windows the batch may belong to (the touched entry is
+ * marked awaiting redelivery); a commit marks the partition touched now.
+ * A VERSION_CONFLICT re-reads and recomputes (the fold is pure).
+ */
+export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions): Promise<Outcome> {
+  rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local(), awaitingRedelivery: true, markedAt: performance.now() });
+  const { plan } = rt;
+  const prepared = prepareWindowBatch(plan, batch.messages);
+  for (const s of prepared.skipped) rt.report(s.error, { phase: 'window-apply', partitionId: batch.partitionId, offset: s.message.offset });
+  const last = batch.messages[batch.messages.length - 1]!;
+
+  return retryOnConflict(rt, batch.partitionId, async () => {
+    let read: WindowStateRead;
+    try {
+      read = await readWindowState(rt, batch.partitionId, prepared);
+    } catch (err) {
+      rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
+      return 'none';
+    }
+    const fold = foldWindowBatch(plan, prepared, read.stored, read.ripeRows, read.clock);
+    const outputs = emitOutputs(rt, batch.partitionId, batch.partition, fold.emits);
+    const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs, opts.effectsDone);
+    const result = await commitCycle(rt, {
+      partitionId: batch.partitionId,
+      partition: batch.partition,
+      stateOps: fold.stateOps,
+      pushItems,
+      ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
+      releaseLease: opts.releaseLease,
+      messages: batch.messages.length,
+      emits: fold.emits.length,
+      onCommitted() {
+        rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local() });
+        rt.metrics.lateEventsTotal += fold.lateDropped;
+      },
+    });
+    return outcomeOf(result);
+  });
+}
+
+/** Window emits as sink outputs: each runs the post-window operators with its window in the context. */
+export function emitOutputs(rt: RunnerContext, partitionId: string, partition: string, emits: readonly WindowEmit[]): SinkOutput[] {
+  return emits.map((e) => {
+    const ctx = { partition, partitionId, key: e.userKey, windowKey: e.windowKey, windowStart: e.windowStart, windowEnd: e.windowEnd };
+    return { identity: e.identity, values: runPostStages(rt.plan.post, e.value, ctx), ctx };
+  });
+}
 
 /** What a window cycle reads before it folds (see foldWindowBatch). */
 export interface WindowStateRead {
@@ -47,9 +103,9 @@ function sizesOf(rt: RunnerContext): Map<string, { rows: number; splitCycles: nu
  */
 export async function readWindowState(rt: RunnerContext, partitionId: string, prepared: PreparedWindowBatch): Promise<WindowStateRead> {
   const { plan } = rt;
-  const { plugin, options } = plan.window!;
+  const { options, tag } = plan.window!;
   const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
-  const prefix = windowKeyPrefix(plugin.tag);
+  const prefix = windowKeyPrefix(tag);
   const sizes = sizesOf(rt);
   const size = sizes.get(partitionId);
 

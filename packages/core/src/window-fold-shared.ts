@@ -1,0 +1,85 @@
+import type { CompiledQuery } from './compile.js';
+import type { WindowBounds } from './plugins.js';
+import type { SourceMessage } from './source-message.js';
+import type { StateOp, StateRow } from './wire.js';
+import type { Reducer } from './reducer.js';
+import { WATERMARK_KEY } from './keys.js';
+import { OperatorError } from './pre-ops.js';
+
+// What the two window folds (fixed windows in window-batch.ts, merging
+// windows in merging-fold.ts) share: their input, their output and the
+// watermark row.
+
+/** One value headed into the window, with the windows it falls in. */
+export interface WindowEntry {
+  input: unknown;
+  userKey: string;
+  offset: string;
+  /** The timestamp the windows were assigned from (event time or createdAt). */
+  ts: number;
+  windows: WindowBounds[];
+}
+
+/** A message skipped because its event time was unusable (S23). */
+export interface SkippedMessage {
+  message: SourceMessage;
+  error: Error;
+}
+
+/** The per-message half of a window cycle: runs once per batch, before any state read. */
+export interface PreparedWindowBatch {
+  entries: WindowEntry[];
+  /** State keys of every window the batch touches (what state/get must return). */
+  touchedKeys: string[];
+  skipped: SkippedMessage[];
+  /** Newest event time of the batch (event time only). */
+  maxEventMs?: number;
+  /** Newest broker createdAt of the batch: the processing-time clock. */
+  newestCreatedMs: number;
+}
+
+/** A closed window leaving the reducer. */
+export interface WindowEmit {
+  identity: string;
+  windowKey: string;
+  windowStart: number;
+  windowEnd: number;
+  userKey: string;
+  value: unknown;
+}
+
+export interface FoldResult {
+  stateOps: StateOp[];
+  emits: WindowEmit[];
+  lateDropped: number;
+}
+
+/** A compiled query that has a window and its reducer. */
+export type WindowPlan = Required<Pick<CompiledQuery, 'window' | 'reducer'>> & CompiledQuery;
+
+/** Runs a user reducer step for one entry; a throw names the entry's source message (poison). */
+export function userStep<T>(reducer: Reducer, entry: WindowEntry, step: () => T): T {
+  try {
+    return step();
+  } catch (err) {
+    throw new OperatorError(reducer.kind, err, entry.offset);
+  }
+}
+
+/** Emit order: by end, then start, then key. */
+export function compareEmits(a: WindowEmit, b: WindowEmit): number {
+  return a.windowEnd - b.windowEnd || a.windowStart - b.windowStart || (a.windowKey < b.windowKey ? -1 : a.windowKey > b.windowKey ? 1 : 0);
+}
+
+/** The stored watermark (event time), if any. */
+export function storedWatermark(rows: ReadonlyMap<string, StateRow>): number | undefined {
+  const v = rows.get(WATERMARK_KEY)?.value?.eventTimeMs;
+  return typeof v === 'number' ? v : undefined;
+}
+
+/** Event time: the upsert of `__wm__` when this batch moved the watermark, else nothing. */
+export function watermarkOps(plan: WindowPlan, stored: ReadonlyMap<string, StateRow>, clock: number | undefined, oldWm: number | undefined): StateOp[] {
+  if (!plan.window.options.eventTime || clock === undefined || clock === oldWm) return [];
+  const wmRow = stored.get(WATERMARK_KEY);
+  return [{ type: 'upsert', key: WATERMARK_KEY, value: { eventTimeMs: clock }, expected_version: wmRow ? wmRow.version : 0 }];
+}
