@@ -7,6 +7,6 @@ export type { RunOptions, RunHandle, RunMetrics, OperatorContext, SinkContext, S
 export { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
 export { sliding, type SlidingOptions } from '@queen-mq/window-sliding';
 export { session, type SessionOptions } from '@queen-mq/window-session';
-export { cron, type CronOptions, type CronUnit } from '@queen-mq/window-cron';
+export { cron, type CronOptions, type CronUnitOptions, type CronExpressionOptions, type CronUnit } from '@queen-mq/window-cron';
 export { queueSink, foreachSink, type QueueSinkOptions } from '@queen-mq/sinks';
 export { gate, tokenBucket, slidingWindowLimit, type GateFn, type TokenBucketOptions, type SlidingWindowLimitOptions } from '@queen-mq/gate';

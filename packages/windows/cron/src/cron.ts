@@ -1,13 +1,32 @@
 import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { compileExpression, ExpressionError } from './expression.js';
 
 /** Calendar units a cron window can bucket on. */
 export const CRON_UNITS = ['second', 'minute', 'hour', 'day', 'week'] as const;
 export type CronUnit = (typeof CRON_UNITS)[number];
 
-/** Options of {@link cron}: the unit plus every window's common options. */
-export interface CronOptions<T = any> extends WindowOptions<T> {
+/** Fixed UTC units: `cron({ every: 'day' })`. */
+export interface CronUnitOptions<T = any> extends WindowOptions<T> {
   every: CronUnit;
+  expression?: never;
+  timeZone?: never;
 }
+
+/**
+ * A cron expression in a time zone: `cron({ expression: '0 9-17 * * MON-FRI',
+ * timeZone: 'Europe/Berlin' })`. Each fire time opens a window that lasts
+ * until the next fire time.
+ */
+export interface CronExpressionOptions<T = any> extends WindowOptions<T> {
+  /** 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first; names (MON, JAN) and @daily-style nicknames allowed. */
+  expression: string;
+  /** IANA time zone the expression is read in, e.g. `'Europe/Berlin'`. Default `'UTC'`. */
+  timeZone?: string;
+  every?: never;
+}
+
+/** Options of {@link cron}: a unit or an expression, plus every window's common options. */
+export type CronOptions<T = any> = CronUnitOptions<T> | CronExpressionOptions<T>;
 
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const CRON_DEFAULT_IDLE_FLUSH_MS = 30000;
@@ -27,19 +46,47 @@ const UNIT_MS: Record<CronUnit, number> = {
  */
 const ANCHOR_MS: Record<CronUnit, number> = { second: 0, minute: 0, hour: 0, day: 0, week: 4 * 86_400_000 };
 
+// The window options core reads (checked by core when the window is added);
+// cron accepts them beside its own because `.windowCron(options)` hands it
+// the whole object. The type below breaks the build when core grows one.
+const COMMON_OPTIONS = ['idleFlushMs', 'gracePeriod', 'allowedLateness', 'onLate', 'eventTime'] as const;
+type MissingCommonOption = Exclude<keyof WindowOptions, (typeof COMMON_OPTIONS)[number]>;
+const allCommonOptionsListed: [MissingCommonOption] extends [never] ? true : MissingCommonOption = true;
+void allCommonOptionsListed;
+const KNOWN_OPTIONS = new Set<string>(['every', 'expression', 'timeZone', ...COMMON_OPTIONS]);
+
 /**
- * Wall-clock aligned buckets in UTC: `[start of the unit containing t, start
- * of the next)`. State rows are tagged `cron:<every>`. Throws
- * (VALIDATION_FAILED) for any `every` outside second|minute|hour|day|week.
+ * A cron window. Either fixed UTC units, `{ every }` (`[start of the unit
+ * containing t, start of the next)`, state rows tagged `cron:<every>`), or a
+ * cron expression in a time zone, `{ expression, timeZone? }` (`[last fire
+ * time at or before t, next fire time)`, tagged `cron:<expression>@<timeZone>`).
+ * Throws (VALIDATION_FAILED, naming the option) for an unknown option, both
+ * or neither of every/expression, an `every` outside
+ * second|minute|hour|day|week, an expression croner rejects or that never
+ * fires, and a time zone Intl does not know.
  */
-export function cron(options: Pick<CronOptions, 'every'>): WindowPlugin {
-  const every = (options as { every?: unknown } | undefined)?.every;
+export function cron(options: CronOptions | Pick<CronUnitOptions, 'every'> | Pick<CronExpressionOptions, 'expression' | 'timeZone'>): WindowPlugin {
+  if (options === null || typeof options !== 'object') throw chainError('cron window: options must be an object with every or expression');
+  const given = options as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (!KNOWN_OPTIONS.has(key)) throw chainError(`cron window: unknown option ${JSON.stringify(key)} (cron takes every, or expression and timeZone)`);
+  }
+  if (given.expression !== undefined) {
+    if (given.every !== undefined) throw chainError('cron window: every and expression are exclusive, pass one');
+    return expressionWindow(given.expression, given.timeZone);
+  }
+  if (given.timeZone !== undefined) throw chainError('cron window: timeZone requires expression (every is always UTC)');
+  return unitWindow(given.every);
+}
+
+function unitWindow(every: unknown): WindowPlugin {
   if (typeof every !== 'string' || !(CRON_UNITS as readonly string[]).includes(every)) {
     throw chainError(`cron window: every must be one of ${CRON_UNITS.join(', ')}, got ${JSON.stringify(every)}`);
   }
   const unit = every as CronUnit;
   const size = UNIT_MS[unit];
   const anchor = ANCHOR_MS[unit];
+  // shape and tag are what stored state and config hashes depend on: unchanged since 0.1.0.
   return Object.freeze({
     kind: 'cron',
     shape: { every: unit },
@@ -48,6 +95,36 @@ export function cron(options: Pick<CronOptions, 'every'>): WindowPlugin {
     assign(timestampMs: number): WindowBounds[] {
       const start = Math.floor((timestampMs - anchor) / size) * size + anchor;
       return [{ start, end: start + size }];
+    },
+  });
+}
+
+function expressionWindow(rawExpression: unknown, rawTimeZone: unknown): WindowPlugin {
+  if (typeof rawExpression !== 'string' || rawExpression.trim() === '') {
+    throw chainError(`cron window: expression must be a non-empty string, got ${JSON.stringify(rawExpression)}`);
+  }
+  if (rawTimeZone !== undefined && (typeof rawTimeZone !== 'string' || rawTimeZone === '')) {
+    throw chainError(`cron window: timeZone must be an IANA time zone name, got ${JSON.stringify(rawTimeZone)}`);
+  }
+  // Whitespace is normalised so that spacing never changes the hash; the
+  // time zone is kept as written (Intl's canonical names differ between ICU
+  // versions, and a redeploy on a newer Node must not change the hash).
+  const expression = rawExpression.trim().split(/\s+/).join(' ');
+  const timeZone = (rawTimeZone as string | undefined) ?? 'UTC';
+  let buckets;
+  try {
+    buckets = compileExpression(expression, timeZone);
+  } catch (err) {
+    if (err instanceof ExpressionError) throw chainError(`cron window: ${err.message}`);
+    throw err;
+  }
+  return Object.freeze({
+    kind: 'cron',
+    shape: { expression, timeZone },
+    tag: `cron:${expression}@${timeZone}`,
+    defaultIdleFlushMs: CRON_DEFAULT_IDLE_FLUSH_MS,
+    assign(timestampMs: number): WindowBounds[] {
+      return [buckets.bucketOf(timestampMs)];
     },
   });
 }

@@ -1,1 +1,9 @@
-export { cron, CRON_UNITS, CRON_DEFAULT_IDLE_FLUSH_MS, type CronOptions, type CronUnit } from './cron.js';
+export {
+  cron,
+  CRON_UNITS,
+  CRON_DEFAULT_IDLE_FLUSH_MS,
+  type CronOptions,
+  type CronUnitOptions,
+  type CronExpressionOptions,
+  type CronUnit,
+} from './cron.js';
