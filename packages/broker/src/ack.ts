@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { routes, type AckItem, type AckResult } from '@queen-mq/protocol';
+import { errorMessage, isErrorCode, routes, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
-import { metricsOf, tally } from './metrics.js';
+import { tally } from './metrics.js';
 
 /**
  * What queen.log_ack_v1 answers: the per-item results of its item-by-item
@@ -13,9 +13,12 @@ import { metricsOf, tally } from './metrics.js';
  */
 export type AckAnswer = AckResult[] | { offsets: string[]; released: boolean[]; names: Record<string, [string, string]> };
 
-/** The per-item results of an ack answer, in input order. */
+/**
+ * The per-item results of an ack answer, in input order. The walk answers
+ * failures by code; their text is the catalogue's.
+ */
 export function ackResultsOf(items: { transactionId: string; partitionId: string }[], answer: AckAnswer): AckResult[] {
-  if (Array.isArray(answer)) return answer;
+  if (Array.isArray(answer)) return answer.map((r) => (r.code !== null && r.error === null && isErrorCode(r.code) ? { ...r, error: errorMessage(r.code) } : r));
   return items.map((item, index) => {
     const [queueName, partitionName] = answer.names[item.partitionId] ?? [null, null];
     return {
@@ -63,7 +66,7 @@ function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): 
     if (r.dlq) tally(dead, r.queueName);
   });
   if (applied.size === 0) return;
-  const m = metricsOf(ctx);
+  const m = ctx.metrics;
   for (const [key, n] of applied) {
     const [queue, status] = key.split('\u0000') as [string, string];
     m.acked.inc({ queue, status }, n);

@@ -6,9 +6,10 @@ import { buildApp, type BrokerPlugin } from './app.js';
 import { readConfig, type BrokerConfig } from './config.js';
 import type { BrokerContext } from './context.js';
 import { Database } from './database.js';
-import { checkEncryptionKey } from './encryption.js';
+import { checkEncryptionKey, createEncryptionState } from './encryption.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from './migrate.js';
+import { createMetrics, type BrokerMetrics } from './metrics.js';
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
 import { retentionService } from './retention.js';
@@ -80,7 +81,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   await notifier.start();
 
   const shutdown = new AbortController();
-  const ctx: BrokerContext = {
+  const base = {
     config,
     db,
     notifier,
@@ -90,7 +91,13 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     expectedSchemaVersion: await expectedVersion(brokerMigrations),
     startedAt: Date.now(),
     version: VERSION,
+    encryption: createEncryptionState(config.encryptionKey),
+    features: { transaction: {}, maintenance: {} },
+    timers: { heldWarned: false },
   };
+  // The metrics' scrape-time gauges read through the context, so they are made with it.
+  const ctx: BrokerContext = Object.assign(base, { metrics: undefined as unknown as BrokerMetrics });
+  ctx.metrics = createMetrics(ctx);
   const app = await buildApp(ctx, options.plugins);
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address() as { port: number };

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, QueenError, queueOptionDefaults, type ConfigureBody } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
-import { encryptionAvailable, encryptionOf, forgetEncryptionFlags } from './encryption.js';
+import { encryptionAvailable, forgetEncryptionFlags } from './encryption.js';
 import { registerRoute } from './http.js';
 
 /**
@@ -60,6 +60,5 @@ export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
 }
 
 export function configureRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  encryptionOf(ctx); // a malformed key (programmatic config) fails the start-up, not the first push
   registerRoute(app, adminRoutes.configure, async ({ body }) => configureQueue(ctx, body));
 }

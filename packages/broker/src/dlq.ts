@@ -3,7 +3,7 @@ import { adminRoutes, type DlqIdsBody, type DlqQuery } from '@queen-mq/protocol'
 import type { BrokerContext } from './context.js';
 import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
-import { metricsOf, tally } from './metrics.js';
+import { tally } from './metrics.js';
 
 interface DlqRow {
   id: string;
@@ -147,7 +147,7 @@ export async function requeueDlq(ctx: BrokerContext, body: DlqIdsBody, producerS
   for (const t of taken) tally(perQueue, t.queue);
   for (const [queue, n] of perQueue) {
     ctx.notifier.notify(queue);
-    metricsOf(ctx).pushed.inc({ queue }, n);
+    ctx.metrics.pushed.inc({ queue }, n);
   }
   const seen = new Set<string>();
   const results = ids.map((id, index) => {

@@ -56,35 +56,29 @@ const FLAG_TTL_MS = 5000;
 /** Queue flags cached per broker at most (queue names are the clients' choice). */
 export const FLAG_CACHE_MAX = 10_000;
 
-interface EncryptionState {
+/** One broker's encryption state: its key and its cache of queue flags (BrokerContext.encryption). */
+export interface EncryptionState {
   cipher: PayloadCipher | null;
   flags: LruMap<string, { encrypted: boolean; at: number }>;
 }
 
-const byContext = new WeakMap<BrokerContext, EncryptionState>();
-
 /**
- * The encryption state of one broker (its key and its queue flag cache).
- * Tests run several brokers in one process with different keys, so nothing
- * here is module-global. Throws on a malformed key: called at start-up.
+ * The encryption state of a new broker. Tests run several brokers in one
+ * process with different keys, so it lives on each BrokerContext. Throws on
+ * a malformed key: called at start-up.
  */
-export function encryptionOf(ctx: BrokerContext): EncryptionState {
-  let s = byContext.get(ctx);
-  if (!s) {
-    s = { cipher: ctx.config.encryptionKey ? new PayloadCipher(ctx.config.encryptionKey) : null, flags: new LruMap(FLAG_CACHE_MAX) };
-    byContext.set(ctx, s);
-  }
-  return s;
+export function createEncryptionState(keyHex: string | undefined): EncryptionState {
+  return { cipher: keyHex ? new PayloadCipher(keyHex) : null, flags: new LruMap(FLAG_CACHE_MAX) };
 }
 
 /** Whether this broker holds a key, so `encryptionEnabled: true` can be honoured. */
 export function encryptionAvailable(ctx: BrokerContext): boolean {
-  return encryptionOf(ctx).cipher !== null;
+  return ctx.encryption.cipher !== null;
 }
 
 /** Drops cached flags (one queue, or all): after configure and queue delete. */
 export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void {
-  const { flags } = encryptionOf(ctx);
+  const { flags } = ctx.encryption;
   if (queue === undefined) flags.clear();
   else flags.delete(queue);
 }
@@ -97,7 +91,7 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
  * ENCRYPTION_KEY_MISSING (503) before anything is stored.
  */
 export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<string>): Promise<Set<string>> {
-  const state = encryptionOf(ctx);
+  const state = ctx.encryption;
   const out = new Set<string>();
   const now = Date.now();
   const missing: string[] = [];
@@ -132,7 +126,7 @@ export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<strin
 
 /** A payload's stored form for SQL (base64, as the allocator's `encrypted` field takes it). */
 export function encryptPayload(ctx: BrokerContext, payload: unknown): string {
-  const { cipher } = encryptionOf(ctx);
+  const { cipher } = ctx.encryption;
   if (!cipher) throw new Error('no encryption key on this broker');
   return cipher.encrypt(payload).toString('base64');
 }
@@ -148,7 +142,7 @@ export type UnreadableReason = 'missing' | 'undecryptable';
  */
 export function tryReadPayload(ctx: BrokerContext, row: { payload: unknown; encrypted: Buffer | null }): { data: unknown } | { unreadable: UnreadableReason } {
   if (row.encrypted == null) return { data: row.payload };
-  const { cipher } = encryptionOf(ctx);
+  const { cipher } = ctx.encryption;
   if (!cipher) return { unreadable: 'missing' };
   try {
     return { data: cipher.decrypt(row.encrypted) };

@@ -1,7 +1,7 @@
 export { startBroker, VERSION, type BrokerOptions, type RunningBroker } from './broker.js';
 export { buildApp, coreRoutes, type BrokerPlugin, type Principal } from './app.js';
 export { readConfig, type BrokerConfig } from './config.js';
-export type { BrokerContext } from './context.js';
+export type { BrokerContext, BrokerFeatures } from './context.js';
 export { Database } from './database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 export { migrate, brokerMigrations, expectedVersion, MigrationChangedError, type MigrationSource } from './migrate.js';
@@ -10,7 +10,7 @@ export { routeCatalogue } from './ops.js';
 export { pushItems } from './push.js';
 export { ackItems } from './ack.js';
 export { popOnce } from './pop.js';
-export { runTransaction, setTransactionExtension, TransactionItemError, type TransactionExtension } from './transaction.js';
+export { runTransaction, setTransactionExtension, type TransactionExtension } from './transaction.js';
 export { runMaintenance, setMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';
 export { scheduleTimers, fireDueTimers, timerService } from './timers.js';
-export { metricsOf, type BrokerMetrics } from './metrics.js';
+export type { BrokerMetrics } from './metrics.js';

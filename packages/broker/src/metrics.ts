@@ -21,9 +21,8 @@ export interface BrokerMetrics {
   deadLettered: Counter<'queue'>;
   leaseExpired: Counter<'queue'>;
   longPollWaiting: Gauge;
+  timersFired: Counter;
 }
-
-const byContext = new WeakMap<BrokerContext, BrokerMetrics>();
 
 /**
  * Most label sets one scrape-time gauge reports: the N largest values (the
@@ -109,7 +108,12 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
 ];
 
-function createMetrics(ctx: BrokerContext): BrokerMetrics {
+/**
+ * The series of a new broker (BrokerContext.metrics; built with the context,
+ * so `ctx.metrics` is read only once the context is complete). Scrape-time
+ * gauges query the database when /metrics is read.
+ */
+export function createMetrics(ctx: BrokerContext): BrokerMetrics {
   const registry = new Registry();
   const registers = [registry];
   const pool = ctx.db.pool;
@@ -172,17 +176,8 @@ function createMetrics(ctx: BrokerContext): BrokerMetrics {
     deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered by acks', labelNames: ['queue'], registers }),
     leaseExpired: new Counter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
+    timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
   };
-}
-
-/** The metrics of one broker, created on first use. A WeakMap lookup: cheap on the hot path. */
-export function metricsOf(ctx: BrokerContext): BrokerMetrics {
-  let m = byContext.get(ctx);
-  if (!m) {
-    m = createMetrics(ctx);
-    byContext.set(ctx, m);
-  }
-  return m;
 }
 
 /** Adds `n` per key of a small tally (one counter update per queue, not per message). */
@@ -196,7 +191,7 @@ export function tally<K extends string>(counts: Map<K, number>, key: K, n = 1): 
  * URL, so label cardinality stays bounded).
  */
 export function metricsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  const m = metricsOf(ctx);
+  const m = ctx.metrics;
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     m.httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });

@@ -5,7 +5,6 @@ import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { tryReadPayload, type UnreadableReason } from './encryption.js';
 import { registerRoute } from './http.js';
-import { metricsOf } from './metrics.js';
 
 interface PopRow {
   partition_id: string;
@@ -63,12 +62,12 @@ export async function popOnce(ctx: BrokerContext, queue: string, partition: stri
   if (rows[0]?.paused) return { kind: 'paused' };
   let expired = 0;
   for (const r of rows) expired += r.lease_expired ?? 0;
-  if (expired > 0) metricsOf(ctx).leaseExpired.inc({ queue }, expired);
+  if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
   rows = rows.filter((r) => r.msg_offset !== null);
   if (rows.length === 0) return { kind: 'empty' };
   const { delivered, data } = await readableRows(ctx, rows, q, leaseId);
   rows = delivered as typeof rows;
-  metricsOf(ctx).delivered.inc({ queue }, rows.length);
+  ctx.metrics.delivered.inc({ queue }, rows.length);
 
   const wireLease = q.autoAck ? '' : leaseId;
   const messages: PoppedMessage[] = rows.map((r, i) => ({
@@ -176,13 +175,13 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
         if (!q.wait || left <= 0 || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
         if (!parked) {
           parked = true;
-          metricsOf(ctx).longPollWaiting.inc();
+          ctx.metrics.longPollWaiting.inc();
         }
         await ctx.notifier.room.park(params.queue, q.consumerGroup, params.partition ?? null, left, gone.signal, ctx.shutdown);
         if (gone.signal.aborted) return reply.code(204).send();
       }
     } finally {
-      if (parked) metricsOf(ctx).longPollWaiting.dec();
+      if (parked) ctx.metrics.longPollWaiting.dec();
     }
   };
   registerRoute(app, { ...routes.popQueue, query }, handler as never);

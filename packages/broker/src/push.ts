@@ -4,7 +4,8 @@ import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
-import { metricsOf, tally } from './metrics.js';
+import { pushResultOf } from './push-results.js';
+import { tally } from './metrics.js';
 
 /** One row of queen.log_push_many_v1, in input order (the offset as text: pg reads int8 so). */
 export interface AllocatorResult {
@@ -58,19 +59,7 @@ export async function pushItems(ctx: BrokerContext, items: PushItem[], producerS
     const { rows: results } = await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
     for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
     countPushes(ctx, items, results);
-    return results.map((r, index) => {
-      const item = items[index]!;
-      return {
-        index,
-        transaction_id: item.transactionId ?? r.message_id,
-        status: r.status,
-        message_id: r.message_id,
-        partition_id: rows[index]!.partition_id,
-        queueName: item.queue,
-        offset: r.offset,
-        ...(r.status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
-      };
-    });
+    return results.map((r, index) => pushResultOf(index, items[index]!, rows[index]!.partition_id, r.status, r.message_id, r.offset));
   });
 }
 
@@ -89,7 +78,7 @@ function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorRe
   const queued = new Map<string, number>();
   const duplicate = new Map<string, number>();
   results.forEach((r, i) => tally(r.status === 'queued' ? queued : duplicate, items[i]!.queue));
-  const m = metricsOf(ctx);
+  const m = ctx.metrics;
   for (const [queue, n] of queued) m.pushed.inc({ queue }, n);
   for (const [queue, n] of duplicate) m.duplicates.inc({ queue }, n);
 }

@@ -10,11 +10,9 @@ import type { BrokerContext } from './context.js';
  */
 export type MaintenanceTaskRunner = (client: pg.PoolClient, ctx: BrokerContext) => Promise<number>;
 
-const featureTasks = new WeakMap<BrokerContext, Partial<Record<'kv' | 'timers', MaintenanceTaskRunner>>>();
-
-/** Called by a feature plugin when it is composed into a broker. */
+/** Called by a feature plugin when it is composed into a broker (kept in ctx.features). */
 export function setMaintenanceTask(ctx: BrokerContext, task: 'kv' | 'timers', run: MaintenanceTaskRunner): void {
-  featureTasks.set(ctx, { ...featureTasks.get(ctx), [task]: run });
+  ctx.features.maintenance[task] = run;
 }
 
 /**
@@ -103,7 +101,7 @@ export async function runMaintenance(
     // Deleted partitions are stale in this broker's id cache.
     for (const queue of r.value.queues) ctx.partitions.forget(queue);
   }
-  const extra = featureTasks.get(ctx) ?? {};
+  const extra = ctx.features.maintenance;
   if (tasks.includes('kv') && extra.kv) {
     const r = await step((client) => extra.kv!(client, ctx));
     if (r) out.kv = { expiredPurged: r.value };

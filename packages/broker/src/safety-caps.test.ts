@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { FLAG_CACHE_MAX, encryptedQueues, encryptionOf } from './encryption.js';
+import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
 import { LruMap } from './lru.js';
 import { PartitionDirectory } from './partitions.js';
 import { setTransactionExtension } from './transaction.js';
@@ -242,7 +242,7 @@ describe('caches keyed by client-chosen names stay bounded', () => {
   it('the encryption flag cache is an LRU of FLAG_CACHE_MAX queues', async () => {
     const names = Array.from({ length: 200 }, (_, i) => uniqueName(`f${i}`));
     await encryptedQueues(b.ctx, names);
-    const { flags } = encryptionOf(b.ctx);
+    const { flags } = b.ctx.encryption;
     expect(flags).toBeInstanceOf(LruMap);
     expect(flags.max).toBe(FLAG_CACHE_MAX);
     expect(flags.size).toBeLessThanOrEqual(FLAG_CACHE_MAX);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { setTransactionExtension, TransactionItemError } from './transaction.js';
+import { QueenError } from '@queen-mq/protocol';
+import { setTransactionExtension } from './transaction.js';
 
 // POST /api/v1/transaction (PROTOCOL §5.7): pushes and acks in one PostgreSQL
 // transaction, over real HTTP on a real PostgreSQL.
@@ -291,7 +292,7 @@ describe('kv/timers extension point', () => {
         kv: async (client, ops) => {
           const out = [];
           for (const op of ops) {
-            if (op.key === 'conflict') throw new TransactionItemError('VERSION_CONFLICT', 'Version conflict', { currentVersion: 7 });
+            if (op.key === 'conflict') throw new QueenError('VERSION_CONFLICT', undefined, { extra: { currentVersion: 7 } });
             await client.query('insert into public.kv_probe (k) values ($1)', [op.key]);
             out.push({ op: op.op, namespace: op.namespace, key: op.key, applied: true });
           }

@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { QueenError, streamRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
+import { errorMessage, isErrorCode, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
-import { metricsOf } from './metrics.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
+import { pushResultOf } from './push-results.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
@@ -23,19 +23,18 @@ interface SinkAnswer {
 /** The §7.4 push_results of a cycle, from the allocator's arrays and the request's own items. */
 function pushResultsOf(body: CycleBody, items: AllocatorItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
   if (Array.isArray(answer)) return answer; // a failed element answers []
-  return answer.status.map((status, index) => {
-    const item = body.push_items[index]!;
-    const messageId = answer.message_id[index]!;
-    return {
-      index,
-      transaction_id: item.transactionId ?? messageId,
-      status,
-      message_id: messageId,
-      partition_id: items[index]!.partition_id,
-      queueName: item.queue,
-      offset: answer.offset[index]!,
-      ...(status === 'queued' ? { trace_id: item.traceId ?? null } : {}),
-    };
+  return answer.status.map((status, index) =>
+    pushResultOf(index, body.push_items[index]!, items[index]!.partition_id, status, answer.message_id[index]!, answer.offset[index]!),
+  );
+}
+
+/** An element failure in words: SQL answers the code and its fields, the catalogue the text. */
+function failureText(body: CycleBody, result: CycleResult, code: ErrorCode): string {
+  return errorMessage(code, {
+    key: result.key,
+    currentVersion: result.currentVersion,
+    expected: body.state_ops.find((op) => op.key === result.key)?.expected_version,
+    count: body.ack?.count,
   });
 }
 
@@ -81,6 +80,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
   const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
   result.push_counts = { queued: stored.length, duplicate: Array.isArray(answer) ? 0 : answer.status.length - stored.length };
   result.push_results = body.push_result_detail === 'counts' ? [] : pushResultsOf(body, sinkItems, answer);
+  if (!result.success && isErrorCode(result.code)) result.error = failureText(body, result, result.code);
   if (result.success) {
     for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
     if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
@@ -90,7 +90,7 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
 
 export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   // queen_streams_cycles_total{result}: cycle elements answered, by outcome (a gate deny of the first message sends none).
-  const cycles = new Counter({ name: 'queen_streams_cycles_total', help: 'Stream cycle elements answered, by result', labelNames: ['result'], registers: [metricsOf(ctx).registry] });
+  const cycles = new Counter({ name: 'queen_streams_cycles_total', help: 'Stream cycle elements answered, by result', labelNames: ['result'], registers: [ctx.metrics.registry] });
   registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => {
     const result = await runCycle(ctx, body, request.principal?.subject ?? null);
     cycles.inc({ result: result.success ? 'success' : 'failure' });

@@ -1,9 +1,7 @@
 import type pg from 'pg';
-import { Counter } from 'prom-client';
 import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues, encryptionAvailable, encryptPayload } from './encryption.js';
-import { metricsOf } from './metrics.js';
 import { setMaintenanceTask } from './retention.js';
 
 // Timers (PROTOCOL §6): scheduled only through the transaction route, fired
@@ -50,17 +48,6 @@ function isDbUnavailable(err: unknown): boolean {
   return err instanceof QueenError && err.code === 'DB_UNAVAILABLE';
 }
 
-const firedCounters = new WeakMap<BrokerContext, Counter>();
-
-function firedCounter(ctx: BrokerContext): Counter {
-  let c = firedCounters.get(ctx);
-  if (!c) {
-    c = new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers: [metricsOf(ctx).registry] });
-    firedCounters.set(ctx, c);
-  }
-  return c;
-}
-
 interface FireResult {
   fired: number;
   missing: number;
@@ -68,8 +55,6 @@ interface FireResult {
   /** Due plaintext timers of queues encrypted since they were scheduled (not fired). */
   held?: number;
 }
-
-const heldWarned = new WeakMap<BrokerContext, boolean>();
 
 /**
  * Encrypts, in place, the payloads of due timers that were scheduled in
@@ -80,9 +65,9 @@ const heldWarned = new WeakMap<BrokerContext, boolean>();
  */
 async function encryptHeldTimers(ctx: BrokerContext): Promise<number> {
   if (!encryptionAvailable(ctx)) {
-    if (!heldWarned.get(ctx)) {
+    if (!ctx.timers.heldWarned) {
       ctx.log.warn('timers are due for queues with encryptionEnabled but hold plaintext, and QUEEN_ENCRYPTION_KEY is not set on this broker: they wait for a broker with the key');
-      heldWarned.set(ctx, true);
+      ctx.timers.heldWarned = true;
     }
     return 0;
   }
@@ -143,11 +128,11 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
   for (let round = 0; round < 1000; round++) {
     const r = await fireBatch(ctx, client);
     total += r.fired;
-    if (r.fired) firedCounter(ctx).inc(r.fired);
+    if (r.fired) ctx.metrics.timersFired.inc(r.fired);
     for (const queue of r.queues) ctx.notifier.notify(queue);
     let encrypted = 0;
     if (r.held) encrypted = await encryptHeldTimers(ctx);
-    else heldWarned.delete(ctx);
+    else ctx.timers.heldWarned = false;
     if (r.missing > 0 && ensured < 3) {
       ensured++;
       await ensureDueTargets(ctx);
@@ -167,7 +152,6 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
  */
 export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
   setMaintenanceTask(ctx, 'timers', (client) => fireDueTimers(ctx, client));
-  firedCounter(ctx); // the series exists (at 0) before the first fire
   let running: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;

@@ -1,46 +1,30 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
-import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp, type TxnTimer } from '@queen-mq/protocol';
+import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
 import { ackResultsOf, type AckAnswer } from './ack.js';
 import type { BrokerContext } from './context.js';
-import { encryptedQueues, encryptPayload } from './encryption.js';
+import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
-import { PUSH_MANY_SQL, type AllocatorResult } from './push.js';
+import { allocatorItems, PUSH_MANY_SQL, type AllocatorResult } from './push.js';
+import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
 
-
 /**
- * An item failure inside the transaction (MESSAGE_NOT_FOUND, LEASE_EXPIRED,
- * VERSION_CONFLICT, ...): everything rolls back and the answer is still 200
- * `{success:false, code, error, results:[]}`. Extensions throw it too.
- */
-export class TransactionItemError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(message);
-  }
-}
-
-/**
- * The `kv` and `timers` arrays of a transaction are applied by the KV
- * feature, composed in per broker. Each runs on the transaction's client, in
- * lock order (kv rows, then timers, before any append lock), answers its
- * result array, and throws TransactionItemError to roll everything back.
+ * The `kv` array of a transaction, applied by the KV feature when it is
+ * composed into a broker (setTransactionExtension). It runs on the
+ * transaction's client, first in lock order (kv rows, rank 1), answers its
+ * result array, and throws a QueenError (VERSION_CONFLICT, KV_TYPE_MISMATCH,
+ * KV_MAX_EXCEEDED, ...) to roll the whole transaction back: the answer is
+ * then 200 `{success:false, code, error, results:[], ...extra}`.
  */
 export interface TransactionExtension {
   kv?: (client: pg.PoolClient, ops: TxnKvOp[], ctx: BrokerContext) => Promise<Record<string, unknown>[]>;
-  timers?: (client: pg.PoolClient, timers: TxnTimer[], ctx: BrokerContext, producerSub: string | null) => Promise<Record<string, unknown>[]>;
 }
-
-const extensions = new WeakMap<BrokerContext, TransactionExtension>();
 
 /** Called by the KV plugin when it is composed into a broker. */
 export function setTransactionExtension(ctx: BrokerContext, extension: TransactionExtension): void {
-  extensions.set(ctx, { ...extensions.get(ctx), ...extension });
+  Object.assign(ctx.features.transaction, extension);
 }
 
 type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; kind: 'ack'; op: TxnAckOp };
@@ -53,7 +37,7 @@ type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; k
  * a duplicate is reported, never an abort), then the cursor rows of every ack
  * ascending, then the acks in request order. Acks follow §5.5 steps 1–3 and
  * 5, except that `failed` dead-letters immediately (compat). Any failing ack
- * rolls everything back.
+ * or kv op rolls everything back and answers 200 `success:false`.
  */
 export async function runTransaction(ctx: BrokerContext, body: TransactionBody, producerSub: string | null) {
   const transactionId = randomUUID();
@@ -65,40 +49,43 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
   const pushes = flat.filter((f): f is Extract<Flat, { kind: 'push' }> => f.kind === 'push');
   const acks = flat.filter((f): f is Extract<Flat, { kind: 'ack' }> => f.kind === 'ack');
   const cursorTargets = JSON.stringify(acks.map((a) => ({ partitionId: a.op.partitionId, consumerGroup: a.op.consumerGroup })));
+  const ext = ctx.features.transaction;
+  // The failure of a kv op or an ack: it rolls everything back, and the answer is still 200.
+  let itemFailure: QueenError | undefined;
+  const asItemFailure = (err: unknown): never => {
+    if (err instanceof QueenError) itemFailure = err;
+    throw err;
+  };
 
-  for (let attempt = 0; ; attempt++) {
-    const dir = await ctx.partitions.ensure(pushes.map((p) => ({ queue: p.item.queue, partition: p.item.partition })));
-    // Cursor rows of existing partitions are created before the main transaction too (§4),
-    // so it never inserts under a partition lock it does not already hold.
-    if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
-    // Flags of push and timer targets read (or cached) before the transaction holds any lock.
-    const encrypted = await encryptedQueues(ctx, [...pushes.map((p) => p.item.queue), ...(body.timers ?? []).map((t) => t.queue)]);
-    try {
-      const ext = extensions.get(ctx) ?? {};
+  try {
+    return await ctx.partitions.retrying(async () => {
+      // Partitions ensured and payloads of encrypted queues encrypted before any lock (the push path's own helper).
+      const rows = pushes.length ? await allocatorItems(ctx, pushes.map((p) => p.item)) : [];
+      // Cursor rows of existing partitions are created before the main transaction too (§4),
+      // so it never inserts under a partition lock it does not already hold.
+      if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+      // Timer targets' flags read (or cached) before the transaction holds any lock, as the pushes' are.
+      if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
-        const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx) : [];
+        const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx).catch(asItemFailure) : [];
         const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
-          const rows = pushes.map((p) => ({
-            partition_id: ctx.partitions.get(dir, p.item.queue, p.item.partition).partitionId,
-            ...(encrypted.has(p.item.queue) ? { encrypted: encryptPayload(ctx, p.item.payload) } : { payload: p.item.payload }),
-            transaction_id: p.item.transactionId,
-            trace_id: p.item.traceId,
-          }));
           const { rows: res } = await client.query<AllocatorResult>({ ...PUSH_MANY_SQL, values: [JSON.stringify(rows), producerSub] });
           res.forEach((r, i) => {
             const p = pushes[i]!;
+            const pushed = pushResultOf(p.index, p.item, rows[i]!.partition_id, r.status, r.message_id, r.offset);
+            // §5.7 names the same fields in camelCase.
             out[p.index] = {
               index: p.index,
               type: 'push',
               success: true,
-              status: r.status,
-              transactionId: p.item.transactionId ?? r.message_id,
-              messageId: r.message_id,
-              partitionId: rows[i]!.partition_id,
-              queueName: p.item.queue,
-              offset: r.offset,
+              status: pushed.status,
+              transactionId: pushed.transaction_id,
+              messageId: pushed.message_id,
+              partitionId: pushed.partition_id,
+              queueName: pushed.queueName,
+              offset: pushed.offset,
             };
           });
         }
@@ -115,7 +102,7 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
             };
             const { rows } = await client.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [a.op.consumerGroup, JSON.stringify([item])]);
             const r = ackResultsOf([item], rows[0]!.r)[0]!;
-            if (!r.success) throw new TransactionItemError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? 'ack failed');
+            if (!r.success) asItemFailure(new QueenError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? undefined));
             out[a.index] = { index: a.index, type: 'ack', success: true, transactionId: a.op.transactionId, error: null, dlq: r.dlq };
           }
         }
@@ -123,17 +110,12 @@ export async function runTransaction(ctx: BrokerContext, body: TransactionBody, 
       });
       for (const queue of new Set(pushes.map((p) => p.item.queue))) ctx.notifier.notify(queue);
       return { transactionId, success: true, results, kvResults, timerResults };
-    } catch (err) {
-      if (err instanceof TransactionItemError) {
-        return { ...err.extra, transactionId, success: false, error: err.message, code: err.code, results: [] };
-      }
-      if ((err as { code?: string }).code === 'P0002' && attempt === 0) {
-        // A push target was deleted (queue delete, cleanup) after we resolved it: resolve again once.
-        ctx.partitions.forget();
-        continue;
-      }
-      throw err;
+    });
+  } catch (err) {
+    if (err !== undefined && err === itemFailure) {
+      return { ...itemFailure.extra, transactionId, success: false, error: itemFailure.message, code: itemFailure.code, results: [] };
     }
+    throw err;
   }
 }
 
@@ -141,7 +123,7 @@ export function transactionRoutes(app: FastifyInstance, ctx: BrokerContext): voi
   registerRoute(app, adminRoutes.transaction, async ({ body, request }) => {
     // kv and timers are validated here (PROTOCOL §5.7); without the KV
     // feature composed in they are refused clearly, never dropped silently.
-    const ext = extensions.get(ctx) ?? {};
+    const ext = ctx.features.transaction;
     const pushItems = (body.operations ?? []).reduce((n, op) => n + (op.type === 'push' ? op.items.length : 0), 0);
     const details = [
       ...(body.kv?.length && !ext.kv ? [{ field: 'body.kv', message: 'kv is not enabled on this broker' }] : []),

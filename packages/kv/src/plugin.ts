@@ -3,16 +3,15 @@ import type { FastifyInstance } from 'fastify';
 import {
   setMaintenanceTask,
   setTransactionExtension,
-  TransactionItemError,
   type BrokerContext,
   type BrokerOptions,
   type BrokerPlugin,
   type MigrationSource,
 } from '@queen-mq/broker';
-import type { KvOpResult, TxnKvOp } from '@queen-mq/protocol';
-import { kvMetricsOf } from './metrics.js';
+import { QueenError, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
+import { createKvMetrics, type KvMetrics } from './metrics.js';
 import { kvHttpRoutes } from './routes.js';
-import { applyKvOps, KvOpFailure, purgeExpired } from './store.js';
+import { applyKvOps, purgeExpired } from './store.js';
 
 /** The KV's own numbered migrations (owner `kv`): table queen.kv, its version sequence and SQL functions. */
 export const kvMigrations: MigrationSource = {
@@ -26,17 +25,15 @@ export const kvMigrations: MigrationSource = {
  * mismatch, or an incr over `max` with `requireApplied` rolls the whole
  * transaction back; an incr over `max` without it answers `applied:false`.
  */
-async function transactionKv(client: Parameters<typeof applyKvOps>[0], ops: TxnKvOp[], ctx: BrokerContext): Promise<KvOpResult[]> {
+async function transactionKv(client: Parameters<typeof applyKvOps>[0], ops: TxnKvOp[], metrics: KvMetrics): Promise<KvOpResult[]> {
   try {
     const results = await applyKvOps(client, ops);
     const denied = results.filter((r) => r.op === 'incr' && !r.applied).length;
-    if (denied) kvMetricsOf(ctx).incrDenied.inc(denied);
+    if (denied) metrics.incrDenied.inc(denied);
     return results.map(({ op, namespace, key, value, version, applied, deleted }) => ({ op, namespace, key, value, version, applied, deleted }));
   } catch (err) {
-    if (err instanceof KvOpFailure) {
-      if (err.code === 'KV_MAX_EXCEEDED') kvMetricsOf(ctx).incrDenied.inc();
-      throw new TransactionItemError(err.code, err.message, err.extra);
-    }
+    // The op's QueenError rolls the transaction back (the broker answers it as success:false).
+    if (err instanceof QueenError && err.code === 'KV_MAX_EXCEEDED') metrics.incrDenied.inc();
     throw err;
   }
 }
@@ -48,9 +45,9 @@ async function transactionKv(client: Parameters<typeof applyKvOps>[0], ops: TxnK
  * {@link kvBrokerFeature}.
  */
 export const kvPlugin: BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => {
-  kvHttpRoutes(app, ctx);
-  kvMetricsOf(ctx); // the series exists (at 0) before the first denial
-  setTransactionExtension(ctx, { kv: transactionKv });
+  const metrics = createKvMetrics(ctx.metrics.registry); // the series exists (at 0) before the first denial
+  kvHttpRoutes(app, ctx, metrics);
+  setTransactionExtension(ctx, { kv: (client, ops) => transactionKv(client, ops, metrics) });
   setMaintenanceTask(ctx, 'kv', (client) => purgeExpired(client));
 };
 

@@ -1,21 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import { registerRoute, type BrokerContext } from '@queen-mq/broker';
 import { kvRoutes, QueenError, type KvIncrResult, type KvPutResult } from '@queen-mq/protocol';
-import { applyKvOps, getEntry, KvOpFailure, listEntries, type AppliedOp, type KvWireOp } from './store.js';
-import { kvMetricsOf } from './metrics.js';
+import { applyKvOps, getEntry, listEntries, type AppliedOp, type KvWireOp } from './store.js';
+import type { KvMetrics } from './metrics.js';
 
-/** One op in a transaction of its own; a failing op becomes its 409. */
+/** One op in a transaction of its own; a failing op answers its catalogue error (409). */
 async function applyOne(ctx: BrokerContext, op: KvWireOp): Promise<AppliedOp> {
-  try {
-    return (await ctx.db.transaction((client) => applyKvOps(client, [op])))[0]!;
-  } catch (err) {
-    if (err instanceof KvOpFailure) throw new QueenError(err.code, err.message, { extra: err.extra });
-    throw err;
-  }
+  return (await ctx.db.transaction((client) => applyKvOps(client, [op])))[0]!;
 }
 
 /** The KV routes of PROTOCOL §6 (GET/PUT/DELETE a key, incr, list a namespace). */
-export function kvHttpRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+export function kvHttpRoutes(app: FastifyInstance, ctx: BrokerContext, metrics: KvMetrics): void {
   registerRoute(app, kvRoutes.kvGet, async ({ params }) => {
     const entry = await getEntry(ctx.db, params.namespace, params.key);
     if (!entry) throw new QueenError('KV_NOT_FOUND', `Key ${params.namespace}/${params.key} not found`);
@@ -62,7 +57,7 @@ export function kvHttpRoutes(app: FastifyInstance, ctx: BrokerContext): void {
       ...(body.max !== undefined ? { max: body.max } : {}),
       ...(body.ttlSeconds !== undefined ? { ttlSeconds: body.ttlSeconds } : {}),
     });
-    if (!r.applied) kvMetricsOf(ctx).incrDenied.inc();
+    if (!r.applied) metrics.incrDenied.inc();
     return { value: r.value as number, applied: r.applied, version: r.version, expiresAt: r.expiresAt ?? null };
   });
 

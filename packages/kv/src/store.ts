@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Database } from '@queen-mq/broker';
-import type { ErrorCode, KvEntry, KvListQuery, KvOpResult, TxnKvOp } from '@queen-mq/protocol';
+import { QueenError, type ErrorCode, type KvEntry, type KvListQuery, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
 
 // The KV's SQL, one function per operation. Writes all go through
 // queen.kv_apply_v1 (migrations/001_kv.sql), which takes the rank-1 locks of
@@ -16,39 +16,35 @@ export interface AppliedOp extends KvOpResult {
   updatedAt?: string;
 }
 
-/** The first op that failed: the caller must roll the transaction back. */
-export class KvOpFailure extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly index: number,
-    readonly currentVersion?: number,
-  ) {
-    super(message);
-  }
-
-  /** Extra body fields of the failure (`currentVersion` of a VERSION_CONFLICT). */
-  get extra(): Record<string, unknown> {
-    return this.currentVersion === undefined ? {} : { currentVersion: this.currentVersion };
-  }
-}
-
 type ApplyAnswer =
   | { ok: true; results: AppliedOp[] }
-  | { ok: false; index: number; code: ErrorCode; message: string; currentVersion?: number };
+  | { ok: false; index: number; code: ErrorCode; currentVersion?: number };
 
 /** An op as the SQL reads it: validated, defaults applied, absent fields omitted. */
 export type KvWireOp = TxnKvOp | { op: 'set'; namespace: string; key: string; value: unknown; ttlSeconds?: number; expectedVersion?: number };
 
 /**
- * Applies ops on `client`, which must be inside a transaction. Throws
- * KvOpFailure on the first failing op; everything it wrote must then be
- * rolled back by the caller (the transaction helpers do that on any throw).
+ * Applies ops on `client`, which must be inside a transaction. Throws the
+ * first failing op's QueenError (VERSION_CONFLICT with `currentVersion`,
+ * KV_TYPE_MISMATCH, KV_MAX_EXCEEDED; worded from the catalogue, naming the
+ * op's key); everything it wrote must then be rolled back by the caller (the
+ * transaction helpers do that on any throw).
  */
 export async function applyKvOps(client: pg.PoolClient, ops: KvWireOp[]): Promise<AppliedOp[]> {
   const { rows } = await client.query<{ r: ApplyAnswer }>('select queen.kv_apply_v1($1::jsonb) as r', [JSON.stringify(ops)]);
   const r = rows[0]!.r;
-  if (!r.ok) throw new KvOpFailure(r.code, r.message, r.index, r.currentVersion);
+  if (!r.ok) {
+    const op = ops[r.index]!;
+    throw new QueenError(r.code, undefined, {
+      params: {
+        key: `${op.namespace}/${op.key}`,
+        expected: 'expectedVersion' in op ? op.expectedVersion : undefined,
+        currentVersion: r.currentVersion,
+        max: 'max' in op ? op.max : undefined,
+      },
+      extra: r.currentVersion === undefined ? {} : { currentVersion: r.currentVersion },
+    });
+  }
   return r.results;
 }
 

@@ -2,7 +2,10 @@
  * The one error catalogue. Every request-level and item-level failure the
  * broker reports has a stable `code` here; clients branch on `code`, never on
  * the human text (which may change). HTTP status `0` marks item-level codes:
- * they live inside 200 responses as `success:false, code`.
+ * they live inside 200 responses as `success:false, code`. The broker's SQL
+ * answers codes only (and structured fields); every text comes from here.
+ * `detail`, where present, is appended to `message` when the raiser knows
+ * every `{name}` it holds (errorMessage).
  */
 export const errorCatalogue = {
   INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
@@ -19,8 +22,8 @@ export const errorCatalogue = {
   QUERY_NOT_FOUND: { status: 404, message: 'Stream query not found' },
   KV_NOT_FOUND: { status: 404, message: 'Key not found' },
   CONFIG_HASH_MISMATCH: { status: 409, message: 'Stream query registered with a different config_hash; pass reset:true to replace it' },
-  VERSION_CONFLICT: { status: 409, message: 'Version conflict' },
-  KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range' },
+  VERSION_CONFLICT: { status: 409, message: 'Version conflict', detail: 'on {key} (expected version {expected}, current {currentVersion})' },
+  KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range', detail: '({key}; integers are exact within ±(2^53−1))' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'A request body must be Content-Type: application/json' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error' },
@@ -34,11 +37,29 @@ export const errorCatalogue = {
   MESSAGE_NOT_LEASED: { status: 0, message: 'Message is beyond what this lease delivered' },
   ALREADY_ACKED: { status: 0, message: 'Message already acknowledged' },
   ACK_BLOCKED: { status: 0, message: 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered' },
-  ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message' },
-  KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max' },
-} as const satisfies Record<string, { status: number; message: string }>;
+  ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message', detail: '(count {count})' },
+  KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max', detail: '{max} of {key}' },
+} as const satisfies Record<string, { status: number; message: string; detail?: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
+
+/**
+ * The text of a failure: the catalogue's message, and its `detail` with every
+ * `{name}` filled from `params` when all of them are known (else the message
+ * alone). `errorMessage('VERSION_CONFLICT', {key: 'ns/k', expected: 3,
+ * currentVersion: 5})` = "Version conflict on ns/k (expected version 3, current 5)".
+ */
+export function errorMessage(code: ErrorCode, params: Record<string, unknown> = {}): string {
+  const entry: { message: string; detail?: string } = errorCatalogue[code];
+  if (!entry.detail) return entry.message;
+  let complete = true;
+  const detail = entry.detail.replace(/\{(\w+)\}/g, (_, name: string) => {
+    const value = params[name];
+    if (value === undefined || value === null) complete = false;
+    return String(value);
+  });
+  return complete ? `${entry.message} ${detail}` : entry.message;
+}
 
 /** One offending field of a VALIDATION_FAILED answer, e.g. `body.items[2].queue`. */
 export interface FieldIssue {
@@ -68,8 +89,18 @@ export class QueenError extends Error {
   readonly details?: FieldIssue[];
   readonly extra: Record<string, unknown>;
 
-  constructor(code: ErrorCode, message?: string, options: { details?: FieldIssue[]; status?: number; extra?: Record<string, unknown>; cause?: unknown } = {}) {
-    super(message ?? errorCatalogue[code].message, options.cause === undefined ? undefined : { cause: options.cause });
+  /**
+   * `message` defaults to the catalogue's text for `code`, its detail filled
+   * from `params` (errorMessage); `status` to the code's HTTP status (200 for
+   * item-level codes); `extra` fields go into the answer's body beside
+   * `{error, code}`.
+   */
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    options: { details?: FieldIssue[]; status?: number; extra?: Record<string, unknown>; params?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
+    super(message ?? errorMessage(code, options.params), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'QueenError';
     this.code = code;
     this.status = options.status ?? (errorCatalogue[code].status || 200);
