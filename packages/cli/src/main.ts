@@ -1,5 +1,4 @@
 // The `queen` command. `main(argv, io)` is the whole CLI; bin/queen.js runs it.
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Queen, QueenError } from '@queen-mq/client';
 import { int, str, type CommandSpec, type Options } from './command.js';
@@ -10,6 +9,7 @@ import { groupsCommands } from './groups.js';
 import type { CliIO } from './io.js';
 import { kvCommands } from './kv.js';
 import { migrateCommand } from './migrate.js';
+import { newCommand } from './new.js';
 import { wantsJson } from './output.js';
 import { popCommand } from './pop.js';
 import { pushCommand } from './push.js';
@@ -18,9 +18,9 @@ import { statusCommand } from './status.js';
 import { streamsCommands } from './streams.js';
 import { tailCommand } from './tail.js';
 import { USAGE, UsageError } from './usage.js';
+import { VERSION } from './version.js';
 
-/** The CLI's own version (its package.json, one level above src/ and dist/). */
-export const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+export { VERSION };
 
 const globalOptions: Options = {
   url: { type: 'string' },
@@ -49,6 +49,11 @@ const localCommands: Record<string, { options: Options; positionals: [number, nu
     options: { 'data-dir': { type: 'string' } },
     positionals: [0, 0],
     run: (io, _g, v) => migrateCommand(io, { dataDir: str(v['data-dir']) }),
+  },
+  new: {
+    options: { root: { type: 'string' } },
+    positionals: [2, 2],
+    run: (io, _g, v, a) => newCommand(io, { kind: a[0]!, name: a[1]!, root: str(v.root) }),
   },
   push: {
     options: { partition: { type: 'string' }, tx: { type: 'string' } },

@@ -10,6 +10,8 @@ Local:
       [--port n] [--data-dir dir]
   migrate                          apply the SQL migrations to DATABASE_URL (or the embedded PostgreSQL) and exit
       [--data-dir dir]
+  new worker <name>                scaffold apps/<name>: a stream worker with its main, test and build (exit 4 if it exists)
+      [--root dir]
 
 Messages:
   push <queue> [json]              push one message, or one per stdin line (progress on stderr)
