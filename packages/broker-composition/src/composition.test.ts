@@ -19,9 +19,9 @@ afterAll(async () => {
 });
 
 describe('brokerComposition', () => {
-  it('lists the KV plugin with its migrations (owner kv)', () => {
+  it('lists the KV plugin with its migrations (owner kv) and the console', () => {
     const c = brokerComposition();
-    expect(c.plugins).toHaveLength(1);
+    expect(c.plugins).toHaveLength(2);
     expect(c.migrations.map((m) => m.owner)).toEqual(['kv']);
     expect(c.services).toEqual([]);
   });
@@ -33,5 +33,16 @@ describe('brokerComposition', () => {
     const run = await b.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });
     expect(run.status).toBe(200);
     expect(run.body).toMatchObject({ kv: { expiredPurged: expect.any(Number) } });
+  });
+
+  it('a broker started from it serves the console page and its script', async () => {
+    const page = await fetch(`${b.url}/console`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    const html = await page.text();
+    expect(html).toContain('/console/assets/console.js');
+    const script = await fetch(`${b.url}/console/assets/console.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
   });
 });

@@ -22,6 +22,9 @@ import { queueRoutes } from './queues.js';
 import { streamCycleRoutes } from './streams-cycle.js';
 import { streamQueryRoutes } from './streams-queries.js';
 import { streamStateRoutes } from './streams-state.js';
+import { consoleApiRoutes } from './console.js';
+import { streamInspectRoutes } from './streams-inspect.js';
+import { streamCounterRoutes } from './stream-counters.js';
 
 /** Who is calling: set by the auth hook; null subject when auth is off. */
 export interface Principal {
@@ -41,7 +44,7 @@ declare module 'fastify' {
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-export const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes];
+export const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2

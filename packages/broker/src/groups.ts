@@ -9,10 +9,16 @@ export function groupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
       `select p.queue_name as queue, p.name as partition, p.id as "partitionId", c.cursor_offset::text as cursor,
               p.first_offset::text as "firstOffset", p.head_offset::text as "headOffset",
               greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0)::int as lag,
+              coalesce(extract(epoch from now() - h.created_at), 0)::float8 as "timeLag",
               (c.lease_id is not null and c.lease_expires_at > now()) as leased,
               case when c.lease_expires_at > now() then queen.iso(c.lease_expires_at) end as "leaseExpiresAt",
               queen.iso(c.last_consumed_at) as "lastConsumedAt"
          from queen.cursors c join queen.partitions p on p.id = c.partition_id
+         -- timeLag (extension): age in seconds of the oldest message not yet acked, 0 when caught up.
+         left join lateral (
+           select m.created_at from queen.messages m
+            where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+            order by m.msg_offset limit 1) h on true
         where c.consumer_group = $1 and ($2::text is null or p.queue_name = $2)
         order by p.queue_name, p.name`,
       [params.group, query.queue ?? null],

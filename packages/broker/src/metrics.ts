@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import { routes } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { namedStreamCounts, StreamCounters, type NamedQueryCounts } from './stream-counters.js';
 
 /**
  * The Prometheus series of one broker (PROTOCOL §5.10). Each broker owns its
@@ -21,6 +22,8 @@ export interface BrokerMetrics {
   deadLettered: Counter<'queue'>;
   leaseExpired: Counter<'queue'>;
   longPollWaiting: Gauge;
+  /** Per-query stream cycle counts (cycle route), read by /streams/v1/counters and the queen_stream_query_* series. */
+  streamQueries: StreamCounters;
   timersFired: Counter;
 }
 
@@ -146,6 +149,8 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
       },
     });
   }
+  const streamQueries = new StreamCounters();
+  registerStreamQuerySeries(ctx, registers, collectErrors);
   new Gauge({
     name: 'queen_db_pool_connections',
     help: 'PostgreSQL pool connections by state (total, idle, active, waiting requests)',
@@ -176,8 +181,61 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered by acks', labelNames: ['queue'], registers }),
     leaseExpired: new Counter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
+    streamQueries,
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
   };
+}
+
+/**
+ * Per-query stream series from the cycle route's counters (stream-counters.ts):
+ * cycles, idle flushes, emitted sink messages, errors and the last commit
+ * time, labelled by query name. Counted per broker process; at most
+ * GAUGE_TOP_N registered queries, those with the most cycles, so the label
+ * set stays bounded.
+ */
+function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], collectErrors: Counter<'gauge'>): void {
+  let pending: Promise<NamedQueryCounts[]> | undefined;
+  // The five series share one read per scrape: the first collect starts it, the others await it.
+  const counts = () => {
+    pending ??= namedStreamCounts(ctx)
+      .then((all) => [...all].sort((a, b) => b.cycles - a.cycles || (a.name < b.name ? -1 : 1)).slice(0, GAUGE_TOP_N))
+      .finally(() => setImmediate(() => (pending = undefined)));
+    return pending;
+  };
+  const series: { name: string; help: string; type: 'counter' | 'gauge'; value: (q: NamedQueryCounts) => number | null }[] = [
+    { name: 'queen_stream_query_cycles_total', help: 'Stream cycles committed, per query (this broker)', type: 'counter', value: (q) => q.cycles },
+    { name: 'queen_stream_query_flushes_total', help: 'Committed stream cycles without a source ack (idle flushes), per query (this broker)', type: 'counter', value: (q) => q.flushes },
+    { name: 'queen_stream_query_emitted_total', help: 'Sink messages stored by stream cycles, per query (this broker)', type: 'counter', value: (q) => q.emitted },
+    { name: 'queen_stream_query_errors_total', help: 'Stream cycles that failed (success:false or an error), per query (this broker)', type: 'counter', value: (q) => q.errors },
+    {
+      name: 'queen_stream_query_last_cycle_timestamp_seconds',
+      help: 'Unix time of the last committed stream cycle, per query (this broker; absent before the first)',
+      type: 'gauge',
+      value: (q) => (q.lastCycleAt === null ? null : q.lastCycleAt / 1000),
+    },
+  ];
+  for (const spec of series) {
+    const options = { name: spec.name, help: `${spec.help}; the ${GAUGE_TOP_N} queries with the most cycles`, labelNames: ['query'] as const, registers };
+    const fill = async (put: (query: string, v: number) => void, reset: () => void) => {
+      try {
+        const rows = await counts();
+        reset();
+        for (const q of rows) {
+          const v = spec.value(q);
+          if (v !== null) put(q.name, v);
+        }
+      } catch (err) {
+        reset();
+        collectErrors.inc({ gauge: spec.name });
+        ctx.log.warn({ err, gauge: spec.name }, 'metrics series not collected');
+      }
+    };
+    if (spec.type === 'counter') {
+      new Counter({ ...options, async collect() { await fill((query, v) => this.inc({ query }, v), () => this.reset()); } });
+    } else {
+      new Gauge({ ...options, async collect() { await fill((query, v) => this.set({ query }, v), () => this.reset()); } });
+    }
+  }
 }
 
 /** Adds `n` per key of a small tally (one counter update per queue, not per message). */

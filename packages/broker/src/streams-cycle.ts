@@ -91,9 +91,18 @@ export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub:
 export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   // queen_streams_cycles_total{result}: cycle elements answered, by outcome (a gate deny of the first message sends none).
   const cycles = new Counter({ name: 'queen_streams_cycles_total', help: 'Stream cycle elements answered, by result', labelNames: ['result'], registers: [ctx.metrics.registry] });
+  const perQuery = ctx.metrics.streamQueries;
   registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => {
-    const result = await runCycle(ctx, body, request.principal?.subject ?? null);
+    let result: CycleResult;
+    try {
+      result = await runCycle(ctx, body, request.principal?.subject ?? null);
+    } catch (err) {
+      // Database errors arrive translated (DB_UNAVAILABLE); anything else answers 500.
+      perQuery.recordError(body.query_id, err instanceof QueenError ? err.code : 'INTERNAL_ERROR');
+      throw err;
+    }
     cycles.inc({ result: result.success ? 'success' : 'failure' });
+    perQuery.recordResult(body, result);
     return result;
   });
 }

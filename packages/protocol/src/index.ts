@@ -10,6 +10,7 @@ export * from './ops.js';
 export * from './admin.js';
 export * from './streams.js';
 export * from './kv.js';
+export * from './console.js';
 export * from './routes.js';
 export * from './paths.js';
 export * from './openapi.js';

@@ -3,6 +3,7 @@ import { ackBatchBody, ackBody, ackResponse } from './ack.js';
 import { adminRoutes } from './admin.js';
 import { leaseExtendBody, leaseExtendParams, leaseExtendResponse } from './lease.js';
 import { kvRoutes } from './kv.js';
+import { consoleRoutes } from './console.js';
 import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
@@ -72,4 +73,5 @@ export const allRoutes: Record<string, RouteSpec> = {
   ...adminRoutes,
   ...streamRoutes,
   ...kvRoutes,
+  ...consoleRoutes,
 };

@@ -1,0 +1,148 @@
+import type { FastifyInstance } from 'fastify';
+import { consoleRoutes, QueenError } from '@queen-mq/protocol';
+import type { BrokerContext } from './context.js';
+import { readPayload } from './encryption.js';
+import { registerRoute } from './http.js';
+
+// The read-only routes behind the operator's console (packages/console):
+// who is calling, queues at a glance, and a page of a queue's messages.
+// They read; every action the console offers goes through the routes that
+// already own it (seek, DLQ requeue/delete), at those routes' levels.
+
+/** Queue-mode lag of a partition row `p` with cursor row `c` (may be absent). */
+const QUEUE_MODE_FLOOR = 'greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)';
+
+interface QueueRow {
+  name: string;
+  partitions: number;
+  depth: string;
+  retained: string;
+  pushed: string;
+  oldest: number;
+  dlq: number;
+  lastActivity: string | null;
+}
+
+interface MessageRow {
+  id: string;
+  transactionId: string;
+  offset: string;
+  createdAt: string;
+  traceId: string | null;
+  producerSub: string | null;
+  payload: unknown;
+  encrypted: Buffer | null;
+}
+
+/** This broker's delivered counter per queue (queen_messages_delivered_total). */
+async function deliveredByQueue(ctx: BrokerContext): Promise<Map<string, number>> {
+  const { values } = await ctx.metrics.delivered.get();
+  return new Map(values.map((v) => [String(v.labels.queue), v.value]));
+}
+
+export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, consoleRoutes.consoleSession, async ({ request }) => ({
+    level: request.principal?.level === 'public' || !request.principal ? 'read-only' : request.principal.level,
+    subject: request.principal?.subject ?? null,
+    authEnabled: ctx.config.authEnabled,
+    version: ctx.version,
+    serverTime: new Date().toISOString(),
+  }));
+
+  registerRoute(app, consoleRoutes.consoleQueues, async ({ query }) => {
+    // One page of queues by name, then their partitions: depth and the
+    // oldest unacked message through the queue-mode cursor (one index probe
+    // per partition), the DLQ count through the DLQ's partition key.
+    const { rows } = await ctx.db.query<QueueRow>(
+      `with page as (select q.id, q.name from queen.queues q order by q.name limit $1 offset $2)
+       select pg.name, count(p.id)::int as partitions,
+              coalesce(sum(greatest(p.head_offset - ${QUEUE_MODE_FLOOR}, 0)), 0)::text as depth,
+              coalesce(sum(greatest(p.head_offset - p.first_offset + 1, 0)), 0)::text as retained,
+              coalesce(sum(p.head_offset), 0)::text as pushed,
+              coalesce(max(extract(epoch from now() - h.created_at)), 0)::float8 as oldest,
+              (select count(*) from queen.dlq d where d.partition_id in (select id from queen.partitions where queue_id = pg.id))::int as dlq,
+              queen.iso(max(p.last_activity)) as "lastActivity"
+         from page pg
+         left join queen.partitions p on p.queue_id = pg.id
+         left join queen.cursors c on c.partition_id = p.id and c.consumer_group = '__QUEUE_MODE__'
+         left join lateral (
+           select m.created_at from queen.messages m
+            where m.partition_id = p.id and m.msg_offset > ${QUEUE_MODE_FLOOR}
+            order by m.msg_offset limit 1) h on true
+        group by pg.id, pg.name
+        order by pg.name`,
+      [query.limit, query.offset],
+    );
+    const { rows: count } = await ctx.db.query<{ n: number }>('select count(*)::int as n from queen.queues');
+    const delivered = await deliveredByQueue(ctx);
+    return {
+      queues: rows.map((r) => ({
+        name: r.name,
+        partitions: r.partitions,
+        depth: Number(r.depth),
+        retained: Number(r.retained),
+        pushedTotal: Number(r.pushed),
+        deliveredTotal: delivered.get(r.name) ?? 0,
+        oldestUnackedSeconds: Math.max(0, r.oldest),
+        dlq: r.dlq,
+        lastActivity: r.lastActivity,
+      })),
+      pagination: { limit: query.limit, offset: query.offset },
+      total: count[0]!.n,
+      serverTime: new Date().toISOString(),
+    };
+  });
+
+  registerRoute(app, consoleRoutes.consoleMessages, async ({ params, query }) => {
+    const { rows: queues } = await ctx.db.query<{ id: string }>('select id from queen.queues where name = $1', [params.queue]);
+    if (!queues[0]) throw new QueenError('QUEUE_NOT_FOUND', `Queue ${params.queue} not found`);
+    const { rows: partitions } = await ctx.db.query<{ id: string; name: string }>(
+      'select id, name from queen.partitions where queue_id = $1 order by name limit 1000',
+      [queues[0].id],
+    );
+    let partition = query.partition === undefined ? partitions[0] : partitions.find((p) => p.name === query.partition);
+    if (!partition && query.partition !== undefined) {
+      // Past the first 1000 names: look it up directly.
+      const { rows } = await ctx.db.query<{ id: string; name: string }>('select id, name from queen.partitions where queue_id = $1 and name = $2', [queues[0].id, query.partition]);
+      partition = rows[0];
+      if (!partition) throw new QueenError('PARTITION_NOT_FOUND', `Partition ${query.partition} of queue ${params.queue} not found`);
+    }
+    if (!partition) {
+      return { queue: params.queue, partition: 'Default', partitionId: '', partitions: [], queueModeCursor: '0', messages: [], nextBefore: null };
+    }
+    const { rows: cursor } = await ctx.db.query<{ c: string }>(
+      `select cursor_offset::text as c from queen.cursors where partition_id = $1 and consumer_group = '__QUEUE_MODE__'`,
+      [partition.id],
+    );
+    const queueModeCursor = cursor[0]?.c ?? '0';
+    const { rows } = await ctx.db.query<MessageRow>(
+      `select m.id, coalesce(m.transaction_id, m.id::text) as "transactionId", m.msg_offset::text as offset,
+              queen.iso(m.created_at) as "createdAt", m.trace_id as "traceId", m.producer_sub as "producerSub",
+              m.payload, m.encrypted
+         from queen.messages m
+        where m.partition_id = $1 and ($2::bigint is null or m.msg_offset < $2::bigint)
+        order by m.msg_offset desc limit $3`,
+      [partition.id, query.before ?? null, query.limit + 1],
+    );
+    const page = rows.slice(0, query.limit);
+    return {
+      queue: params.queue,
+      partition: partition.name,
+      partitionId: partition.id,
+      partitions: partitions.map((p) => p.name),
+      queueModeCursor,
+      messages: page.map((m) => ({
+        id: m.id,
+        transactionId: m.transactionId,
+        offset: m.offset,
+        createdAt: m.createdAt,
+        traceId: m.traceId,
+        producerSub: m.producerSub,
+        data: readPayload(ctx, { payload: m.payload, encrypted: m.encrypted, id: m.id }),
+        encrypted: m.encrypted !== null,
+        acked: BigInt(m.offset) <= BigInt(queueModeCursor),
+      })),
+      nextBefore: rows.length > query.limit ? page[page.length - 1]!.offset : null,
+    };
+  });
+}

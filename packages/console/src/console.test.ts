@@ -1,0 +1,278 @@
+import { existsSync } from 'node:fs';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queen, Stream, type RunHandle } from 'queen-mq';
+import { kvBrokerFeature } from '@queen-mq/kv/broker';
+import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { consolePlugin } from './plugin.js';
+
+// The console in a real browser (Debian's Chromium driven by playwright-core)
+// against a real broker with auth on: data is made over HTTP and by a running
+// stream, then every page is read as an operator sees it, the DLQ requeue is
+// done by clicking, and a read-only token is shown the same data without the
+// buttons (and refused by the broker when it tries anyway).
+
+/** Debian's package; .ci/run installs it. Playwright's own browser download cannot be reached here. */
+const CHROMIUM = process.env.QUEEN_CHROMIUM ?? '/usr/bin/chromium';
+const ADMIN = 'console-admin-key';
+const VIEWER = 'console-viewer-key';
+
+let b: TestBroker;
+let browser: Browser;
+let queen: Queen;
+let stream: RunHandle | undefined;
+const orders = uniqueName('orders');
+const sink = `${orders}.per_hour`;
+const queryId = `${orders}.q`;
+const jobs = uniqueName('jobs');
+const ns = uniqueName('ns');
+let deadId: string;
+
+const http = (method: string, path: string, body?: unknown, token = ADMIN) => b.http(method, path, body, { authorization: `Bearer ${token}` });
+
+async function push(queue: string, partition: string, payloads: unknown[]) {
+  const res = await http('POST', '/api/v1/push', { items: payloads.map((payload) => ({ queue, partition, payload })) });
+  expect(res.status).toBe(201);
+}
+
+/** Pushes one message to `queue` and dead-letters it in queue mode with `error`. */
+async function deadLetter(queue: string, payload: unknown, error: string): Promise<string> {
+  await push(queue, 'Default', [payload]);
+  const popped = await http('GET', `/api/v1/pop/queue/${queue}?batch=1`);
+  expect(popped.status).toBe(200);
+  const m = popped.body.messages[0];
+  const acked = await http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'dlq', error });
+  expect(acked.status).toBe(200);
+  return m.id;
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`No Chromium at ${CHROMIUM}: install Debian's (apt-get install -y chromium; .ci/run does) or point QUEEN_CHROMIUM at one`);
+  }
+  const kv = kvBrokerFeature();
+  b = await startTestBroker({
+    plugins: [...kv.plugins, consolePlugin()],
+    migrations: [...kv.migrations],
+    config: {
+      authEnabled: true,
+      apiKeys: [
+        { key: ADMIN, level: 'admin', subject: 'ops' },
+        { key: VIEWER, level: 'read-only', subject: 'viewer' },
+      ],
+    },
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  queen = new Queen({ url: b.url, bearerToken: ADMIN, retries: 0 });
+
+  // Queue: two partitions of orders, read by an hour-long tumbling window (open for the whole test).
+  await http('POST', '/api/v1/configure', { queue: orders, options: { leaseTime: 10 } });
+  await push(orders, 'eu', [1, 2, 3, 4, 5].map((amount) => ({ amount })));
+  await push(orders, 'us', [10, 20, 30].map((amount) => ({ amount })));
+  stream = await Stream.from(queen.queue(orders))
+    .windowTumbling({ seconds: 3600, idleFlushMs: 500 })
+    .aggregate({ count: () => 1, sum: (m: { amount: number }) => m.amount })
+    .to(queen.queue(sink))
+    .run({ queryId, url: b.url, bearerToken: ADMIN, batchSize: 50 });
+  await eventually(async () => {
+    const w = await http('GET', `/streams/v1/queries/${encodeURIComponent(queryId)}/windows`);
+    return w.status === 200 && w.body.windows.length === 2;
+  }, 20000);
+
+  // DLQ: one message dead-lettered with an error.
+  deadId = await deadLetter(jobs, { job: 'resize', image: 7 }, 'boom: image too large');
+
+  // KV: two keys under a prefix, one with a TTL, one outside the prefix.
+  await http('PUT', `/api/v1/kv/${ns}/user:1`, { value: { name: 'ada' }, ttlSeconds: 3600 });
+  await http('PUT', `/api/v1/kv/${ns}/user:2`, { value: { name: 'grace' } });
+  await http('PUT', `/api/v1/kv/${ns}/other`, { value: 1 });
+}, 90000);
+
+afterAll(async () => {
+  await stream?.stop();
+  await queen?.close();
+  await browser?.close();
+  await b?.stop();
+});
+
+/** A page of a fresh browser context (its own sessionStorage), signed in with `token`. */
+async function signedIn(token: string): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  page.on('dialog', (d) => void d.accept());
+  await page.goto(`${b.url}/console`);
+  await page.fill('input[name=token]', token);
+  await page.click('form.login button[type=submit]');
+  await page.waitForSelector('[data-testid=level]');
+  return { context, page };
+}
+
+/** The text of `selector`, once it matches `pattern` (the page refreshes on its own). */
+async function textOf(page: Page, selector: string, pattern: RegExp, timeout = 15000): Promise<string> {
+  const handle = await page.waitForFunction(
+    ({ selector, source, flags }) => {
+      const el = document.querySelector(selector);
+      const text = el?.textContent ?? '';
+      return new RegExp(source, flags).test(text) ? text : false;
+    },
+    { selector, source: pattern.source, flags: pattern.flags },
+    { timeout },
+  );
+  return (await handle.jsonValue()) as string;
+}
+
+/** Shows a page of the console; the same address again reloads it rather than wait for its refresh. */
+async function open(page: Page, hash: string) {
+  const url = `${b.url}/console${hash}`;
+  if (page.url() === url) await page.reload();
+  else await page.goto(url);
+}
+
+const cells = (page: Page, rowSelector: string) => page.$$eval(`${rowSelector} td`, (tds) => tds.map((td) => td.textContent?.trim() ?? ''));
+
+describe('operator console in Chromium', () => {
+  let admin: { context: BrowserContext; page: Page };
+  beforeAll(async () => {
+    admin = await signedIn(ADMIN);
+  });
+  afterAll(async () => admin?.context.close());
+
+  it('asks for a token when auth is on, and shows the level it grants', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${b.url}/console`);
+    await page.waitForSelector('form.login input[name=token]');
+    expect(await page.$('[data-testid=level]')).toBeNull();
+    await context.close();
+    expect(await admin.page.textContent('[data-testid=level]')).toBe('admin');
+  });
+
+  it('queues: depth, partitions and DLQ size per queue; a queue shows its messages and a payload', async () => {
+    const { page } = admin;
+    await open(page, `#/queues`);
+    const row = `[data-testid=queues] tr[data-queue="${orders}"]`;
+    await page.waitForSelector(row);
+    const [name, partitions, depth, retained] = await cells(page, row);
+    // configure made the Default partition beside eu and us.
+    expect([name, partitions, depth, retained]).toEqual([orders, '3', '8', '8']);
+    expect(await textOf(page, `[data-testid=queues] tr[data-queue="${jobs}"] [data-col=dlq]`, /^1$/)).toBe('1');
+
+    await page.click(`${row} a`);
+    await page.waitForSelector('[data-testid=partitions]');
+    await page.selectOption('select', 'eu');
+    await page.waitForSelector('[data-testid=messages] tr[data-offset="5"]');
+    expect(await page.$$eval('[data-testid=messages] tbody tr', (rows) => rows.map((r) => r.getAttribute('data-offset')))).toEqual(['5', '4', '3', '2', '1']);
+    await page.click('[data-testid=messages] tr[data-offset="3"]');
+    expect(JSON.parse(await page.textContent('[data-testid=payload] pre') ?? '')).toEqual({ amount: 3 });
+  });
+
+  it('consumer groups: the stream group with lag per partition and its subscription mode', async () => {
+    const { page } = admin;
+    const group = `streams.${queryId}`;
+    await open(page, `#/groups`);
+    expect(await textOf(page, `[data-testid=groups] tr[data-group="${group}"] [data-col=lag]`, /^0$/)).toBe('0');
+    await page.click(`[data-testid=groups] tr[data-group="${group}"] a`);
+    await page.waitForSelector(`[data-testid=group-partitions] tr[data-partition="${orders}/eu"]`);
+    const eu = await cells(page, `[data-testid=group-partitions] tr[data-partition="${orders}/eu"]`);
+    expect(eu.slice(0, 5)).toEqual([orders, 'eu', '5', '5', '0']);
+    expect(await page.textContent('[data-testid=subscriptions] [data-col=mode]')).toMatch(/\w+/);
+    // An admin may seek: the controls are there.
+    expect(await page.$(`[data-seek="${orders}"] button`)).not.toBeNull();
+  });
+
+  it('streams: the query with its counters, cursors per partition and live open windows', async () => {
+    const { page } = admin;
+    await open(page, `#/streams`);
+    const row = `[data-testid=streams] tr[data-query="${queryId}"]`;
+    const cycles = await textOf(page, `${row} [data-col=cycles]`, /^[1-9]\d*$/);
+    expect(Number(cycles)).toBeGreaterThan(0);
+    expect(await page.textContent(`${row} [data-col=errors]`)).toBe('0');
+
+    await page.click(`${row} a`);
+    expect(await textOf(page, '[data-testid=stream-partitions] tr[data-partition=eu] [data-col=cursor]', /^5$/)).toBe('5');
+    expect(await page.textContent('[data-testid=stream-partitions] tr[data-partition=us] [data-col=cursor]')).toBe('3');
+    await page.waitForSelector('[data-testid=windows] tbody tr:nth-child(2)');
+    const aggregates = await page.$$eval('[data-testid=windows] [data-col=aggregate]', (tds) => tds.map((td) => JSON.parse(td.textContent ?? '')));
+    expect(aggregates).toEqual(expect.arrayContaining([{ acc: { count: 5, sum: 15 } }, { acc: { count: 3, sum: 60 } }]));
+    expect(aggregates).toHaveLength(2);
+    expect(await page.$$eval('[data-testid=windows] [data-col=ripeness]', (tds) => tds.map((td) => td.textContent))).toEqual([
+      expect.stringMatching(/^open, ends in /),
+      expect.stringMatching(/^open, ends in /),
+    ]);
+
+    // Live: new orders fold into the open window and the page shows it without a reload.
+    await push(orders, 'eu', [{ amount: 100 }]);
+    await textOf(page, '[data-testid=windows]', /"sum":115,"count":6|"count":6,"sum":115/, 20000);
+  });
+
+  it('DLQ: the entry with its error and retry count; Requeue puts it back on its queue', async () => {
+    const { page } = admin;
+    const api = (await http('GET', `/api/v1/dlq?queue=${jobs}`)).body;
+    expect(api.total).toBe(1);
+    await open(page, `#/dlq?queue=${jobs}`);
+    const row = `[data-testid=dlq] tr[data-id="${deadId}"]`;
+    await page.waitForSelector(row);
+    expect(await page.textContent(`${row} [data-col=error]`)).toBe('boom: image too large');
+    expect(await page.textContent(`${row} [data-col=retries]`)).toBe(String(api.messages[0].retryCount));
+    await page.click(row);
+    expect(JSON.parse(await page.textContent('[data-testid=dlq-payload] pre') ?? '')).toEqual({ job: 'resize', image: 7 });
+
+    await page.click(`${row} button`);
+    expect(await textOf(page, '[data-testid=notice]', /Requeued/)).toBe('Requeued 1 message(s)');
+    await page.waitForSelector(row, { state: 'detached' });
+    expect((await http('GET', `/api/v1/dlq?queue=${jobs}`)).body.total).toBe(0);
+    const again = await http('GET', `/api/v1/pop/queue/${jobs}?batch=10`);
+    expect(again.body.messages.map((m: any) => m.data)).toEqual([{ job: 'resize', image: 7 }]);
+    const [m] = again.body.messages;
+    expect((await http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed' })).status).toBe(200);
+  });
+
+  it('DLQ: several entries requeued at once through the selection', async () => {
+    const { page } = admin;
+    const ids = [await deadLetter(jobs, { n: 1 }, 'e1'), await deadLetter(jobs, { n: 2 }, 'e2')];
+    await open(page, `#/dlq?queue=${jobs}`);
+    for (const id of ids) await page.check(`[data-testid=dlq] tr[data-id="${id}"] input[type=checkbox]`);
+    await page.click('button:has-text("Requeue selected (2)")');
+    expect(await textOf(page, '[data-testid=notice]', /Requeued/)).toBe('Requeued 2 message(s)');
+    expect((await http('GET', `/api/v1/dlq?queue=${jobs}`)).body.total).toBe(0);
+  });
+
+  it('KV: keys under a literal prefix with their TTLs', async () => {
+    const { page } = admin;
+    await open(page, `#/kv?ns=${ns}&prefix=user%3A`);
+    await page.waitForSelector('[data-testid=kv] tr[data-key="user:2"]');
+    expect(await page.$$eval('[data-testid=kv] tbody tr', (rows) => rows.map((r) => r.getAttribute('data-key')))).toEqual(['user:1', 'user:2']);
+    expect(await page.textContent('[data-testid=kv] tr[data-key="user:1"] [data-col=ttl]')).toMatch(/^(59m \d+s|1h)$/);
+    expect(await page.textContent('[data-testid=kv] tr[data-key="user:2"] [data-col=ttl]')).toBe('—');
+  });
+
+  it('a read-only token sees the same data, is offered no action, and is refused if it acts', async () => {
+    const id = await deadLetter(jobs, { job: 'ro' }, 'ro failure');
+    const viewer = await signedIn(VIEWER);
+    try {
+      const { page } = viewer;
+      expect(await page.textContent('[data-testid=level]')).toBe('read-only');
+      await open(page, `#/dlq?queue=${jobs}`);
+      const row = `[data-testid=dlq] tr[data-id="${id}"]`;
+      await page.waitForSelector(row);
+      expect(await page.textContent(`${row} [data-col=error]`)).toBe('ro failure');
+      expect(await page.$(`${row} button`)).toBeNull();
+      expect(await page.$(`${row} input[type=checkbox]`)).toBeNull();
+      expect(await page.textContent('form.toolbar')).toContain('need an admin token');
+
+      await page.goto(`${b.url}/console#/groups/${encodeURIComponent(`streams.${queryId}`)}`);
+      await page.waitForSelector('[data-testid=group-partitions] tbody tr');
+      expect(await page.$(`[data-seek="${orders}"]`)).toBeNull();
+
+      // The broker, not the page, is what refuses: the same request from this tab with its token.
+      const status = await page.evaluate(
+        async ({ id, token }) => (await fetch('/api/v1/dlq/requeue', { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify({ ids: [id] }) })).status,
+        { id, token: VIEWER },
+      );
+      expect(status).toBe(403);
+      expect((await http('GET', `/api/v1/dlq?queue=${jobs}`)).body.total).toBe(1);
+    } finally {
+      await viewer.context.close();
+    }
+  });
+});

@@ -1,0 +1,1 @@
+export { consolePlugin, type ConsoleOptions } from './plugin.js';

@@ -1,0 +1,67 @@
+import type { AccessLevel, adminRoutes, consoleRoutes, kvRoutes, routes, streamRoutes } from '@queen-mq/protocol';
+import { routePath } from '@queen-mq/protocol/paths';
+
+/** One route of the protocol table as build.mjs baked it in: the page writes no URL or level itself. */
+interface RouteRef {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  url: string;
+  level: AccessLevel;
+}
+
+export type RouteName = keyof typeof routes | keyof typeof adminRoutes | keyof typeof streamRoutes | keyof typeof kvRoutes | keyof typeof consoleRoutes;
+
+declare const QUEEN_ROUTES: Record<RouteName, RouteRef>;
+const ROUTES = QUEEN_ROUTES;
+
+/** A non-2xx answer: the broker's `{error, code}` body. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const TOKEN_KEY = 'queen.console.token';
+
+/** The bearer token the operator entered; kept for this tab only. */
+export function getToken(): string {
+  return sessionStorage.getItem(TOKEN_KEY) ?? '';
+}
+
+export function setToken(token: string): void {
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export interface CallOptions {
+  params?: Record<string, string>;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+}
+
+/** Calls a route of the table by name; throws ApiError on a non-2xx. */
+export async function call<T = any>(name: RouteName, options: CallOptions = {}): Promise<T> {
+  const spec = ROUTES[name];
+  const search = new URLSearchParams();
+  for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') search.set(k, String(v));
+  const url = routePath(spec, options.params) + (search.size ? `?${search}` : '');
+  const headers: Record<string, string> = {};
+  const token = getToken();
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url, { method: spec.method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
+  const text = await res.text();
+  const body = text ? JSON.parse(text) : undefined;
+  if (!res.ok) throw new ApiError(res.status, body?.code ?? 'HTTP_' + res.status, body?.error ?? res.statusText);
+  return body as T;
+}
+
+const rank: Record<AccessLevel, number> = { public: 0, 'read-only': 1, 'read-write': 2, admin: 3 };
+
+/** True when a caller of `level` may call the route (the broker decides; this only hides what would be refused). */
+export function can(level: AccessLevel, name: RouteName): boolean {
+  return rank[level] >= rank[ROUTES[name].level];
+}
