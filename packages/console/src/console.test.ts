@@ -237,9 +237,15 @@ describe('operator console in Chromium', () => {
     expect((await http('GET', `/api/v1/dlq?queue=${jobs}`)).body.total).toBe(0);
   });
 
-  it('KV: keys under a literal prefix with their TTLs', async () => {
+  it('KV: namespaces, then keys under a literal prefix with their TTLs', async () => {
     const { page } = admin;
-    await open(page, `#/kv?ns=${ns}&prefix=user%3A`);
+    await open(page, '#/kv');
+    await page.click(`[data-testid=kv-namespaces] a:text-is("${ns}")`);
+    await page.waitForSelector('[data-testid=kv] tr[data-key="other"]');
+    expect(await page.$$eval('[data-testid=kv] tbody tr', (rows) => rows.map((r) => r.getAttribute('data-key')))).toEqual(['other', 'user:1', 'user:2']);
+    await page.fill('input[name=prefix]', 'user:');
+    await page.click('form.toolbar button[type=submit]');
+    await page.waitForSelector('[data-testid=kv] tr[data-key="other"]', { state: 'detached' });
     await page.waitForSelector('[data-testid=kv] tr[data-key="user:2"]');
     expect(await page.$$eval('[data-testid=kv] tbody tr', (rows) => rows.map((r) => r.getAttribute('data-key')))).toEqual(['user:1', 'user:2']);
     expect(await page.textContent('[data-testid=kv] tr[data-key="user:1"] [data-col=ttl]')).toMatch(/^(59m \d+s|1h)$/);

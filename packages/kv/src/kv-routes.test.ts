@@ -204,6 +204,25 @@ describe('KV routes', () => {
     expect((await b.http('GET', `/api/v1/kv/${uniqueName('empty')}`)).body).toEqual({ items: [], nextAfter: null });
   });
 
+  it('K7 namespaces: bytewise order, paged with after and nextAfter', async () => {
+    const base = uniqueName('nsl');
+    const names = [`${base}.b`, `${base}.a`, `${base}.c`];
+    for (const ns of names) for (const key of ['x', 'y']) await kv('PUT', ns, key, { value: 1 });
+    const all: string[] = [];
+    let after: string | null = `${base}.`;
+    for (let pages = 0; after !== null && pages < 10; pages++) {
+      const res = await b.http('GET', `/api/v1/kv?limit=2&after=${enc(after)}`);
+      expect(res.status).toBe(200);
+      all.push(...res.body.namespaces);
+      after = res.body.nextAfter;
+      if (!all.every((n) => n.startsWith(base))) break;
+    }
+    expect(all.filter((n) => n.startsWith(base))).toEqual([`${base}.a`, `${base}.b`, `${base}.c`]);
+    const first = await b.http('GET', `/api/v1/kv?limit=1&after=${enc(`${base}.`)}`);
+    expect(first.body).toEqual({ namespaces: [`${base}.a`], nextAfter: `${base}.a` });
+    expect((await b.http('GET', '/api/v1/kv?limit=0')).body.code).toBe('VALIDATION_FAILED');
+  });
+
   it('X11 bad KV input → 400 VALIDATION_FAILED naming the field, nothing changed', async () => {
     const ns = uniqueName('x11');
     await kv('PUT', ns, 'k', { value: 5 });

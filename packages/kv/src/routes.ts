@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { registerRoute, type BrokerContext } from '@queen-mq/broker';
 import { kvRoutes, QueenError, type KvIncrResult, type KvPutResult } from '@queen-mq/protocol';
-import { applyKvOps, getEntry, listEntries, type AppliedOp, type KvWireOp } from './store.js';
+import { applyKvOps, getEntry, listNamespaces, listEntries, type AppliedOp, type KvWireOp } from './store.js';
 import type { KvMetrics } from './metrics.js';
 
 /** One op in a transaction of its own; a failing op answers its catalogue error (409). */
@@ -62,4 +62,5 @@ export function kvHttpRoutes(app: FastifyInstance, ctx: BrokerContext, metrics: 
   });
 
   registerRoute(app, kvRoutes.kvList, async ({ params, query }) => listEntries(ctx.db, params.namespace, query));
+  registerRoute(app, kvRoutes.kvNamespaces, async ({ query }) => listNamespaces(ctx.db, query));
 }

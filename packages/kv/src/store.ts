@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Database } from '@queen-mq/broker';
-import { QueenError, type ErrorCode, type KvEntry, type KvListQuery, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
+import { QueenError, type ErrorCode, type KvEntry, type KvListQuery, type KvNamespacesQuery, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
 
 // The KV's SQL, one function per operation. Writes all go through
 // queen.kv_apply_v1 (migrations/001_kv.sql), which takes the rank-1 locks of
@@ -80,6 +80,26 @@ export async function listEntries(db: Database, namespace: string, q: KvListQuer
     items: page.map(({ namespace: _ns, ...item }) => item),
     nextAfter: more ? page[page.length - 1]!.key : null,
   };
+}
+
+/**
+ * A page of namespaces, found by skipping from one to the next on the primary
+ * key (one index probe per namespace, however many keys each holds).
+ */
+export async function listNamespaces(db: Database, q: KvNamespacesQuery) {
+  const { rows } = await db.query<{ namespace: string }>(
+    `with recursive ns as (
+       (select namespace from queen.kv where $1::text is null or namespace > $1 order by namespace limit 1)
+       union all
+       select (select k.namespace from queen.kv k where k.namespace > ns.namespace order by k.namespace limit 1)
+         from ns where ns.namespace is not null
+     )
+     select namespace from ns where namespace is not null limit $2`,
+    [q.after ?? null, q.limit + 1],
+  );
+  const more = rows.length > q.limit;
+  const page = rows.slice(0, q.limit).map((r) => r.namespace);
+  return { namespaces: page, nextAfter: more ? page[page.length - 1]! : null };
 }
 
 /** Deletes expired rows (rows a writer holds are left for the next pass). */

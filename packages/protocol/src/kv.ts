@@ -76,6 +76,15 @@ export const kvIncrResponse = z.object({
 });
 export type KvIncrResult = z.infer<typeof kvIncrResponse>;
 
+/** Namespaces in bytewise order; `after` = exclusive cursor (the previous page's `nextAfter`). */
+export const kvNamespacesQuery = z.object({
+  after: z.string().max(128).optional(),
+  limit: queryInt(1, 1000).default(100),
+});
+/** Namespaces holding rows (a namespace whose keys all expired shows until the expiry purge). */
+export const kvNamespacesResponse = z.object({ namespaces: z.array(z.string()), nextAfter: z.string().nullable() });
+export type KvNamespacesResult = z.infer<typeof kvNamespacesResponse>;
+
 export const kvListResponse = z.object({
   items: z.array(kvEntry.omit({ namespace: true })),
   nextAfter: z.string().nullable(),
@@ -105,6 +114,7 @@ function route<const S extends RouteSpec>(spec: S): S {
 }
 
 export const kvRoutes = {
+  kvNamespaces: route({ method: 'GET', url: '/api/v1/kv', level: 'read-only', summary: 'List KV namespaces in bytewise order', query: kvNamespacesQuery, response: kvNamespacesResponse }),
   kvList: route({ method: 'GET', url: '/api/v1/kv/:namespace', level: 'read-only', summary: 'List KV keys in bytewise order', params: kvNamespaceParams, query: kvListQuery, response: kvListResponse }),
   kvGet: route({ method: 'GET', url: '/api/v1/kv/:namespace/:key', level: 'read-only', summary: 'Read one KV key', params: kvKeyParams, response: kvEntry }),
   kvPut: route({ method: 'PUT', url: '/api/v1/kv/:namespace/:key', level: 'read-write', summary: 'Write one KV key (compare-and-set with expectedVersion)', params: kvKeyParams, body: kvPutBody, response: kvPutResponse }),

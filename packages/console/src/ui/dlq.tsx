@@ -1,5 +1,5 @@
 import type { AccessLevel } from '@queen-mq/protocol';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { call, can } from './api.js';
 import { confirmed, ErrorBox, Json, Pager, preview, time, usePoll } from './components.js';
 import { href, navigate } from './router.js';
@@ -43,6 +43,7 @@ export function DlqPage({ level, query }: { level: AccessLevel; query: URLSearch
   const [notice, setNotice] = useState<string | undefined>();
   const [actionError, setActionError] = useState<Error | undefined>();
   const [filter, setFilter] = useState({ queue, group });
+  useEffect(() => setFilter({ queue, group }), [queue, group]);
   const { data, error, reload } = usePoll(
     () => call<DlqPageData>('dlq', { query: { queue: queue || undefined, consumerGroup: group || undefined, limit: PAGE, offset } }),
     [queue, group, offset],

@@ -1,5 +1,5 @@
-import type { KvListResult } from '@queen-mq/protocol';
-import { useState } from 'preact/hooks';
+import type { KvListResult, KvNamespacesResult } from '@queen-mq/protocol';
+import { useEffect, useState } from 'preact/hooks';
 import { call } from './api.js';
 import { duration, ErrorBox, Json, preview, time, usePoll } from './components.js';
 import { href, navigate } from './router.js';
@@ -11,11 +11,18 @@ export function KvPage({ query }: { query: URLSearchParams }) {
   const prefix = query.get('prefix') ?? '';
   const after = query.get('after') ?? '';
   const [form, setForm] = useState({ namespace, prefix });
+  // The address is the truth: a link or the back button changes it, and the form follows.
+  useEffect(() => setForm({ namespace, prefix }), [namespace, prefix]);
   const [open, setOpen] = useState<string | undefined>();
   const { data, error } = usePoll(
     async () => (namespace ? call<KvListResult>('kvList', { params: { namespace }, query: { prefix: prefix || undefined, after: after || undefined, limit: PAGE } }) : undefined),
     [namespace, prefix, after],
     10000,
+  );
+  const nsAfter = query.get('nsAfter') ?? '';
+  const namespaces = usePoll(
+    async () => (namespace ? undefined : call<KvNamespacesResult>('kvNamespaces', { query: { after: nsAfter || undefined, limit: PAGE } })),
+    [namespace, nsAfter],
   );
   const now = Date.now();
   const shown = data?.items.find((i) => i.key === open);
@@ -34,7 +41,21 @@ export function KvPage({ query }: { query: URLSearchParams }) {
         <button type="submit">Browse</button>
       </form>
       <ErrorBox error={error} />
-      {!namespace ? <p class="muted">Name a namespace to list its keys, in bytewise order; the prefix is matched literally (no wildcards).</p> : null}
+      {!namespace ? <p class="muted">Pick or name a namespace to list its keys, in bytewise order; the prefix is matched literally (no wildcards).</p> : null}
+      <ErrorBox error={namespaces.error} />
+      {namespaces.data ? (
+        <>
+          <ul data-testid="kv-namespaces">
+            {namespaces.data.namespaces.map((n) => (
+              <li>
+                <a href={href('kv', { ns: n })}>{n}</a>
+              </li>
+            ))}
+          </ul>
+          {namespaces.data.namespaces.length === 0 ? <p class="muted">The KV is empty.</p> : null}
+          {namespaces.data.nextAfter ? <a href={href('kv', { nsAfter: namespaces.data.nextAfter })}>More namespaces</a> : null}
+        </>
+      ) : null}
       {data ? (
         <>
           <table data-testid="kv">
