@@ -1,4 +1,7 @@
 import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queen, Stream, type RunHandle } from 'queen-mq';
@@ -129,6 +132,37 @@ async function open(page: Page, hash: string) {
 }
 
 const cells = (page: Page, rowSelector: string) => page.$$eval(`${rowSelector} td`, (tds) => tds.map((td) => td.textContent?.trim() ?? ''));
+
+describe('console plugin', () => {
+  it('serves the page and its assets without a token (they hold no data), with a CSP; an unknown asset is a 404', async () => {
+    const page = await fetch(`${b.url}/console`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(await page.text()).toContain('<script type="module" src="/console/assets/console.js">');
+    const css = await fetch(`${b.url}/console/assets/console.css`);
+    expect([css.status, css.headers.get('content-type')]).toEqual([200, 'text/css; charset=utf-8']);
+    const missing = await fetch(`${b.url}/console/assets/secrets.json`);
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).code).toBe('ROUTE_NOT_FOUND');
+    // The data behind it still needs a token.
+    expect((await fetch(`${b.url}/api/v1/console/session`)).status).toBe(401);
+  });
+
+  it('a broker whose console UI is not built still starts; the page answers 503 saying so', async () => {
+    const empty = await mkdtemp(join(tmpdir(), 'console-ui-'));
+    const bare = await startTestBroker({ plugins: [consolePlugin({ uiDir: empty, prefix: '/ops' })] });
+    try {
+      const res = await fetch(`${bare.url}/ops`);
+      expect(res.status).toBe(503);
+      expect(await res.text()).toMatch(/not built: run `npm run build`/);
+      expect((await bare.http('GET', '/health')).status).toBe(200);
+    } finally {
+      await bare.stop();
+      await rm(empty, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('operator console in Chromium', () => {
   let admin: { context: BrowserContext; page: Page };
