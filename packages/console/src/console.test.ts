@@ -38,15 +38,18 @@ async function push(queue: string, partition: string, payloads: unknown[]) {
   expect(res.status).toBe(201);
 }
 
-/** Pushes one message to `queue` and dead-letters it in queue mode with `error`. */
-async function deadLetter(queue: string, payload: unknown, error: string): Promise<string> {
+/** Pushes one message to `queue`, fails it `failures` times, then dead-letters it in queue mode with `error`. */
+async function deadLetter(queue: string, payload: unknown, error: string, failures = 0): Promise<string> {
   await push(queue, 'Default', [payload]);
-  const popped = await http('GET', `/api/v1/pop/queue/${queue}?batch=1`);
-  expect(popped.status).toBe(200);
-  const m = popped.body.messages[0];
-  const acked = await http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'dlq', error });
-  expect(acked.status).toBe(200);
-  return m.id;
+  for (let attempt = 0; ; attempt++) {
+    const popped = await http('GET', `/api/v1/pop/queue/${queue}?batch=1`);
+    expect(popped.status).toBe(200);
+    const m = popped.body.messages[0];
+    const status = attempt < failures ? 'failed' : 'dlq';
+    const acked = await http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status, error });
+    expect(acked.status).toBe(200);
+    if (status === 'dlq') return m.id;
+  }
 }
 
 beforeAll(async () => {
@@ -83,7 +86,7 @@ beforeAll(async () => {
   }, 20000);
 
   // DLQ: one message dead-lettered with an error.
-  deadId = await deadLetter(jobs, { job: 'resize', image: 7 }, 'boom: image too large');
+  deadId = await deadLetter(jobs, { job: 'resize', image: 7 }, 'boom: image too large', 2);
 
   // KV: two keys under a prefix, one with a TTL, one outside the prefix.
   await http('PUT', `/api/v1/kv/${ns}/user:1`, { value: { name: 'ada' }, ttlSeconds: 3600 });
@@ -243,6 +246,7 @@ describe('operator console in Chromium', () => {
     const { page } = admin;
     const api = (await http('GET', `/api/v1/dlq?queue=${jobs}`)).body;
     expect(api.total).toBe(1);
+    expect(api.messages[0].retryCount).toBeGreaterThan(0);
     await open(page, `#/dlq?queue=${jobs}`);
     const row = `[data-testid=dlq] tr[data-id="${deadId}"]`;
     await page.waitForSelector(row);
