@@ -217,6 +217,21 @@ describe('operator console in Chromium', () => {
     expect(await page.$(`[data-seek="${orders}"] button`)).not.toBeNull();
   });
 
+  it('consumer groups: seeking a partition back to an offset from the page', async () => {
+    const { page } = admin;
+    const popped = await http('GET', `/api/v1/pop/queue/${orders}/partition/eu?consumerGroup=audit&batch=10&autoAck=true`);
+    expect(popped.body.messages.length).toBeGreaterThanOrEqual(5);
+    const head = popped.body.messages.at(-1).offset;
+    await open(page, '#/groups/audit');
+    const row = `[data-testid=group-partitions] tr[data-partition="${orders}/eu"]`;
+    expect(await textOf(page, `${row} [data-col=lag]`, /^0$/)).toBe('0');
+    await page.fill(`${row} input`, '2');
+    await page.click(`${row} button`);
+    expect(await textOf(page, `${row} [data-col=lag]`, /^[1-9]/)).toBe(String(Number(head) - 2));
+    const group = await http('GET', `/api/v1/consumer-groups/audit?queue=${orders}`);
+    expect(group.body.partitions.find((p: any) => p.partition === 'eu').cursor).toBe('2');
+  });
+
   it('streams: the query with its counters, cursors per partition and live open windows', async () => {
     const { page } = admin;
     await open(page, `#/streams`);
