@@ -30,12 +30,15 @@ export const STREAM_COUNTERS_MAX = 10_000;
 export class StreamCounters {
   readonly since = Date.now();
   private readonly byQuery = new Map<string, QueryCounts>();
+  /** When each query's entry was made: a read of the registered queries older than that cannot judge it. */
+  private readonly createdAt = new Map<string, number>();
 
   private entry(queryId: string): QueryCounts | undefined {
     let c = this.byQuery.get(queryId);
     if (!c && this.byQuery.size < STREAM_COUNTERS_MAX) {
       c = { cycles: 0, flushes: 0, emitted: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
       this.byQuery.set(queryId, c);
+      this.createdAt.set(queryId, performance.now());
     }
     return c;
   }
@@ -67,12 +70,20 @@ export class StreamCounters {
     c.lastErrorCode = code;
   }
 
-  /** Counts of the given ids (those counted), and forgets ids no longer registered. */
-  snapshot(registered: ReadonlySet<string>): Map<string, QueryCounts> {
+  /**
+   * Counts of the registered ids, and forgets the ids that were counted
+   * before `readAt` (performance.now() when the registered set was read) but
+   * are not in it: dropped queries. An id first counted after that read is a
+   * query registered since, and is kept.
+   */
+  snapshot(registered: ReadonlySet<string>, readAt: number): Map<string, QueryCounts> {
     const out = new Map<string, QueryCounts>();
     for (const [id, c] of this.byQuery) {
       if (registered.has(id)) out.set(id, { ...c });
-      else this.byQuery.delete(id);
+      else if ((this.createdAt.get(id) ?? 0) < readAt) {
+        this.byQuery.delete(id);
+        this.createdAt.delete(id);
+      }
     }
     return out;
   }
@@ -94,8 +105,9 @@ export interface NamedQueryCounts extends QueryCounts {
  * queries that are gone.
  */
 export async function namedStreamCounts(ctx: BrokerContext): Promise<NamedQueryCounts[]> {
+  const readAt = performance.now();
   const { rows } = await ctx.db.query<{ query_id: string; name: string }>('select query_id, name from queen_streams.queries order by name collate "C"');
-  const counts = ctx.metrics.streamQueries.snapshot(new Set(rows.map((r) => r.query_id)));
+  const counts = ctx.metrics.streamQueries.snapshot(new Set(rows.map((r) => r.query_id)), readAt);
   const zero: QueryCounts = { cycles: 0, flushes: 0, emitted: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
   return rows.map((r) => ({ queryId: r.query_id, name: r.name, ...(counts.get(r.query_id) ?? zero) }));
 }
