@@ -45,7 +45,7 @@ const ACK_SQL: NamedStatement = { name: 'queen_ack', text: 'select queen.log_ack
  * (partition, group) in ascending offset order, one item's failure never
  * undoing another's; results in input order.
  */
-export async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
+async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
   const { rows } = await ctx.db.query<{ r: AckAnswer }>(ACK_SQL, [group, JSON.stringify(payload)]);
   const results = ackResultsOf(items, rows[0]!.r);

@@ -44,7 +44,7 @@ declare module 'fastify' {
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-export const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes];
+const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2

@@ -15,7 +15,7 @@ import { PartitionDirectory } from './partitions.js';
 import { retentionService } from './retention.js';
 import { timerService } from './timers.js';
 
-export const VERSION = '0.1.0';
+const VERSION = '0.1.0';
 
 export interface BrokerOptions {
   config?: Partial<BrokerConfig>;

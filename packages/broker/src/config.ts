@@ -53,7 +53,7 @@ export interface BrokerConfig {
 }
 
 /** HS256 keys shorter than the hash output are guessable offline from any token (RFC 7518 §3.2). */
-export const MIN_JWT_SECRET_BYTES = 32;
+const MIN_JWT_SECRET_BYTES = 32;
 
 /** Throws, at start-up, for a JWT secret too short to be safe. */
 export function checkJwtSecret(secret: string | undefined): void {

@@ -22,7 +22,7 @@ function optionPatch(options: ConfigureBody['options']): Record<string, unknown>
  * options in one UPDATE, so two concurrent configures of different options
  * both land. Stored options always hold every option (defaults filled in).
  */
-export async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
+async function configureQueue(ctx: BrokerContext, body: ConfigureBody) {
   if (body.options?.encryptionEnabled === true && !encryptionAvailable(ctx)) {
     // Checked before anything is written: the queue is neither created nor changed.
     const message = 'requires QUEEN_ENCRYPTION_KEY (64 hex characters) on the broker';

@@ -23,7 +23,7 @@ interface GroupRow {
  * messages not yet acked) and time lag = age of the oldest pending message;
  * then rolled up per queue and per group.
  */
-export async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number } = { limit: 2147483647, offset: 0 }) {
+async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number } = { limit: 2147483647, offset: 0 }) {
   // A page of group names first (bytewise order), so only their cursors are rolled up.
   const { rows } = await ctx.db.query<GroupRow>(
     `with page as (
@@ -75,7 +75,7 @@ export async function listGroups(ctx: BrokerContext, page: { limit: number; offs
  * (default true, as in the v1 API). DLQ entries stay. Idempotent: an unknown
  * group or queue deletes nothing.
  */
-export async function deleteGroup(ctx: BrokerContext, group: string, queue: string | null, deleteMetadata: boolean) {
+async function deleteGroup(ctx: BrokerContext, group: string, queue: string | null, deleteMetadata: boolean) {
   let deleted = 0;
   if (queue === null) {
     const { rows } = await ctx.db.query<{ n: number }>('select queen.log_delete_group_v1($1, null, $2) as n', [group, deleteMetadata]);

@@ -35,7 +35,7 @@ export interface BrokerContext {
 }
 
 /** The hooks feature plugins (the KV, the timer service) fill in when composed into a broker. */
-export interface BrokerFeatures {
+interface BrokerFeatures {
   /** The `kv` array of a transaction; absent = refused with VALIDATION_FAILED. */
   transaction: TransactionExtension;
   /** Maintenance tasks run after the broker's own (the KV's expiry purge, the timer catch-up). */

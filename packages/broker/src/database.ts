@@ -34,7 +34,7 @@ const PROBE_FIRST_MS = 100;
 const PROBE_MAX_MS = 1000;
 
 /** What the pool needs from the broker settings. */
-export type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'segmentMaxAgeS'> & Partial<Pick<BrokerConfig, 'statementTimeoutMs'>>;
+type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'segmentMaxAgeS'> & Partial<Pick<BrokerConfig, 'statementTimeoutMs'>>;
 
 /**
  * The pool plus the one place that knows whether PostgreSQL is up. Any

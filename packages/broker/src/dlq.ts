@@ -28,7 +28,7 @@ interface DlqRow {
  * identity and payload read from the retained message (a DLQ entry lives as
  * long as its message), and the total matching count for pagination.
  */
-export async function listDlq(ctx: BrokerContext, q: DlqQuery) {
+async function listDlq(ctx: BrokerContext, q: DlqQuery) {
   const { rows } = await ctx.db.query<DlqRow>(
     `select m.id, coalesce(m.transaction_id, m.id::text) as "transactionId", d.partition_id as "partitionId", p.queue_name as queue,
             p.name as partition, d.consumer_group as "consumerGroup", d.error_message as "errorMessage",
@@ -99,7 +99,7 @@ const notFound = (index: number, id: string) => ({
  * the new message. A message requeued by a concurrent request is reported
  * MESSAGE_NOT_FOUND here: its entries were gone once the locks were ours.
  */
-export async function requeueDlq(ctx: BrokerContext, body: DlqIdsBody, producerSub: string | null) {
+async function requeueDlq(ctx: BrokerContext, body: DlqIdsBody, producerSub: string | null) {
   const ids = body.ids.map((id) => id.toLowerCase());
   const group = body.consumerGroup ?? null;
   const { taken, pushed } = await ctx.db.transaction(async (client) => {
@@ -177,7 +177,7 @@ export async function requeueDlq(ctx: BrokerContext, body: DlqIdsBody, producerS
  * messages (every group, or `consumerGroup` only). The messages stay in the
  * log until retention; cursors do not move.
  */
-export async function deleteDlq(ctx: BrokerContext, body: DlqIdsBody) {
+async function deleteDlq(ctx: BrokerContext, body: DlqIdsBody) {
   const ids = body.ids.map((id) => id.toLowerCase());
   const { rows } = await ctx.db.query<{ id: string; n: number }>(
     `with del as (

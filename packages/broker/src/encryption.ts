@@ -14,7 +14,7 @@ const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
 /** A 64-hex-character QUEEN_ENCRYPTION_KEY, or a clear error naming it. */
-export function parseEncryptionKey(hex: string): Buffer {
+function parseEncryptionKey(hex: string): Buffer {
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new Error('QUEEN_ENCRYPTION_KEY must be 64 hex characters (a 256-bit AES key)');
   return Buffer.from(hex, 'hex');
 }
@@ -167,7 +167,7 @@ export function readPayload(ctx: BrokerContext, row: { payload: unknown; encrypt
 const KEY_CHECK_TEXT = 'queen-mq encryption key check v1';
 
 /** HMAC-SHA256 of a fixed text under the key: tells keys apart without revealing them. */
-export function keyCheckValue(keyHex: string): string {
+function keyCheckValue(keyHex: string): string {
   return createHmac('sha256', parseEncryptionKey(keyHex)).update(KEY_CHECK_TEXT).digest('hex');
 }
 

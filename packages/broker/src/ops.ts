@@ -4,7 +4,7 @@ import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 
 /** Every route any composed plugin registered, for /openapi.json. */
-export const routeCatalogue: Record<string, RouteSpec> = allRoutes;
+const routeCatalogue: Record<string, RouteSpec> = allRoutes;
 
 /**
  * A readiness probe must answer while PostgreSQL is gone, however it is gone:

@@ -10,7 +10,7 @@ import { checkCorsOrigins, type BrokerConfig } from './config.js';
 // broker; it keeps a local one from being driven by whatever tab is open.
 
 /** Listen addresses and Host names that only this machine reaches. */
-export function isLoopback(name: string): boolean {
+function isLoopback(name: string): boolean {
   const host = name.toLowerCase();
   return host === 'localhost' || host === '::1' || host === '::ffff:127.0.0.1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }

@@ -1,7 +1,7 @@
 import type { Database } from './database.js';
 import { LruMap } from './lru.js';
 
-export interface PartitionRef {
+interface PartitionRef {
   queueName: string;
   partitionName: string;
   partitionId: string;
@@ -11,7 +11,7 @@ export interface PartitionRef {
 const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;
 
 /** Partition ids this broker keeps cached at most (names are the clients' choice). */
-export const PARTITION_CACHE_MAX = 50_000;
+const PARTITION_CACHE_MAX = 50_000;
 
 /**
  * Queue/partition ids by name. Missing ones are created by

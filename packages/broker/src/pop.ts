@@ -22,7 +22,7 @@ interface PopRow {
   lease_expired: number | null;
 }
 
-export type PopOutcome = { kind: 'messages'; body: PopResponse } | { kind: 'empty' } | { kind: 'paused' };
+type PopOutcome = { kind: 'messages'; body: PopResponse } | { kind: 'empty' } | { kind: 'paused' };
 
 function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
   if (q.subscriptionFrom && q.subscriptionFrom !== 'now') return { mode: 'timestamp', start: q.subscriptionFrom };
@@ -52,7 +52,7 @@ const POP_SQL: NamedStatement = {
  * unknown queue or partition claims nothing and creates nothing.
  * Payloads stored encrypted are decrypted here (encryption.ts).
  */
-export async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
+async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
   const leaseId = randomUUID();
   const sub = subscriptionStart(ctx, q);
   let { rows } = await ctx.db.query<PopRow & { paused: boolean }>(

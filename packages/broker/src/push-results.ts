@@ -1,7 +1,7 @@
 import type { PushResult } from '@queen-mq/protocol';
 
 /** What a pushed item says about itself that a result repeats. */
-export interface PushedItem {
+interface PushedItem {
   queue: string;
   transactionId?: string;
   traceId?: string;

@@ -52,7 +52,7 @@ export async function allocatorItems(
  * ensured first, then queen.log_push_many_v1 takes the append locks in
  * ascending partition id order and allocates offsets in item order.
  */
-export async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: string | null): Promise<PushResult[]> {
+async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: string | null): Promise<PushResult[]> {
   if (items.length === 0) return [];
   return ctx.partitions.retrying(async () => {
     const rows = await allocatorItems(ctx, items);

@@ -11,7 +11,7 @@ import { registerRoute } from './http.js';
  * timers, in one transaction (queen.log_delete_queue_v1). Idempotent. Stream
  * queries and their state are untouched.
  */
-export async function deleteQueue(ctx: BrokerContext, queue: string): Promise<boolean> {
+async function deleteQueue(ctx: BrokerContext, queue: string): Promise<boolean> {
   const { rows } = await ctx.db.query<{ existed: boolean }>('select queen.log_delete_queue_v1($1) as existed', [queue]);
   // This broker's cached partition ids are stale now; other brokers find out
   // on their next push (the allocator raises, the push retries).

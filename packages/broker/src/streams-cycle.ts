@@ -46,7 +46,7 @@ function failureText(body: CycleBody, result: CycleResult, code: ErrorCode): str
  * transaction), so the procedure only takes append locks. Element outcomes,
  * failures included, are answers, not errors.
  */
-export async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
+async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
   const { result, sinkItems } = await ctx.partitions.retrying(async () => {
     // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
     const sinkItems = body.push_items.length > 0 ? await allocatorItems(ctx, body.push_items) : [];

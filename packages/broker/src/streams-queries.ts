@@ -14,7 +14,7 @@ interface QueryRow {
  * what makes a reset wait for in-flight cycles of the query (they hold it FOR
  * KEY SHARE, §4 rank 3) before its state rows are deleted.
  */
-export async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
+async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
   const sink = body.sink_queue ?? null;
   return ctx.db.transaction(async (c) => {
     const select = () =>
@@ -55,7 +55,7 @@ export async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody
  * cycle of the query; a cycle arriving later finds the row gone
  * (QUERY_NOT_FOUND). Consumer groups are untouched.
  */
-export async function dropQuery(ctx: BrokerContext, name: string) {
+async function dropQuery(ctx: BrokerContext, name: string) {
   return ctx.db.transaction(async (c) => {
     const { rows } = await c.query<QueryRow>('select query_id, name from queen_streams.queries where name = $1 for update', [name]);
     const row = rows[0];

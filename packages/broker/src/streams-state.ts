@@ -12,7 +12,7 @@ import { registerRoute } from './http.js';
  * the last key of a page when more rows match (the next page's `after`),
  * null on the last one.
  */
-export async function readState(ctx: BrokerContext, body: StateGetBody) {
+async function readState(ctx: BrokerContext, body: StateGetBody) {
   const known = await ctx.db.query('select 1 from queen_streams.queries where query_id = $1', [body.query_id]);
   if (known.rowCount === 0) throw new QueenError('QUERY_NOT_FOUND', `Stream query ${body.query_id} not found`);
   const limit = Math.min(body.limit ?? STATE_GET_MAX_ROWS, STATE_GET_MAX_ROWS);

@@ -39,7 +39,7 @@ type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; k
  * 5, except that `failed` dead-letters immediately (compat). Any failing ack
  * or kv op rolls everything back and answers 200 `success:false`.
  */
-export async function runTransaction(ctx: BrokerContext, body: TransactionBody, producerSub: string | null) {
+async function runTransaction(ctx: BrokerContext, body: TransactionBody, producerSub: string | null) {
   const transactionId = randomUUID();
   const flat: Flat[] = [];
   for (const op of body.operations ?? []) {

@@ -4,7 +4,7 @@ import type { CliIO } from './io.js';
 import { UsageError } from './usage.js';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
-export type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
+type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
 
 /** What an operator command gets: a client on the broker, the parsed line, the output mode. */
 export interface Ctx {

@@ -5,7 +5,7 @@ import { brokerComposition } from '@queen-mq/broker-composition';
 import { pino } from 'pino';
 import { untilAborted, type CliIO } from './io.js';
 
-export interface DevArgs {
+interface DevArgs {
   port?: number;
   dataDir?: string;
 }

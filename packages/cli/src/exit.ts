@@ -26,8 +26,3 @@ export function exitCodeOf(err: QueenError): number {
   if (CONFLICT_CODES.has(err.code)) return EXIT.CONFLICT;
   return EXIT.ERROR;
 }
-
-/** Not found, as a command's own verdict (e.g. `kv delete` of an absent key, which the broker answers 200). */
-export class NotFound extends Error {
-  override readonly name = 'NotFound';
-}

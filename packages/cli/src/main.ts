@@ -20,8 +20,6 @@ import { tailCommand } from './tail.js';
 import { USAGE, UsageError } from './usage.js';
 import { VERSION } from './version.js';
 
-export { VERSION };
-
 const globalOptions: Options = {
   url: { type: 'string' },
   token: { type: 'string' },

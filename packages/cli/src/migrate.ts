@@ -5,7 +5,7 @@ import { brokerMigrations, migrate, readConfig, startEmbeddedPostgres, type Embe
 import { brokerComposition } from '@queen-mq/broker-composition';
 import type { CliIO } from './io.js';
 
-export interface MigrateArgs {
+interface MigrateArgs {
   dataDir?: string;
 }
 

@@ -9,7 +9,7 @@ export function wantsJson(io: CliIO, json: boolean | undefined): boolean {
   return json === true || !io.stdout.isTTY;
 }
 
-export function printJsonLines(io: CliIO, rows: unknown[]): void {
+function printJsonLines(io: CliIO, rows: unknown[]): void {
   for (const row of rows) io.stdout.write(`${JSON.stringify(row)}\n`);
 }
 

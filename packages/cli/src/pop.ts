@@ -2,7 +2,7 @@ import { Queen } from '@queen-mq/client';
 import type { CliIO } from './io.js';
 import { printMessages, wantsJson } from './output.js';
 
-export interface PopArgs {
+interface PopArgs {
   url: string;
   json?: boolean;
   queue: string;

@@ -3,7 +3,7 @@ import { lines, type CliIO } from './io.js';
 import { printPushResults, progress, wantsJson } from './output.js';
 import { UsageError } from './usage.js';
 
-export interface PushArgs {
+interface PushArgs {
   url: string;
   json?: boolean;
   queue: string;

@@ -6,7 +6,7 @@ import type { CliIO } from './io.js';
 import { printMessages, wantsJson } from './output.js';
 import { UsageError } from './usage.js';
 
-export interface TailArgs {
+interface TailArgs {
   url: string;
   token?: string;
   json?: boolean;
@@ -20,7 +20,7 @@ export interface TailArgs {
   ack?: boolean;
 }
 
-export const QUEUE_MODE = '__QUEUE_MODE__';
+const QUEUE_MODE = '__QUEUE_MODE__';
 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
