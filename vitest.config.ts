@@ -30,7 +30,7 @@ function workspaceAliases() {
 export default defineConfig({
   resolve: { alias: workspaceAliases() },
   test: {
-    include: ['packages/**/src/**/*.test.ts', 'apps/**/src/**/*.test.ts', 'tools/**/*.test.ts'],
+    include: ['packages/**/src/**/*.test.ts', 'apps/**/src/**/*.test.ts', 'tools/**/*.test.ts', 'scripts/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**'],
     globalSetup: ['packages/testing/src/global-setup.ts'],
     testTimeout: 60000,
