@@ -6,7 +6,8 @@
 -- now one function here, and all three callers go through them:
 --   queen.log_ack_lock_v1   cursor rows created (existing partitions) and locked, ascending (rank 5)
 --   queen.log_ack_fence_v1  the verdict on one item against its cursor row as found
---   queen.log_ack_move_v1   cursors moved to the highest acked offset per partition, set-based
+--   queen.log_ack_move_v1   cursors moved to the highest acked offset per partition, set-based,
+--                           ending leases as queen.log_ack_ends_lease_v1 says
 -- Failure texts are no longer written here: SQL answers the catalogue code
 -- (and structured fields); the broker words it from the one catalogue in
 -- @queen-mq/protocol (errors.ts). Nothing a caller of the routes sees changes.
@@ -54,42 +55,61 @@ language sql stable parallel safe as $$
   end
 $$;
 
--- Moves each partition's cursor (never back) to the highest offset given for
--- it, discards the failure records it passed, and ends the lease: when
--- `p_release` is null, once the cursor reaches what the lease delivered (the
--- ack route); true always (a cycle's default, a dead-letter); false never (a
--- gate's partial ack keeps its lease running). Cursor rows must be locked
--- (log_ack_lock_v1). Answers the partitions whose lease this move ended.
-create function queen.log_ack_move_v1(p_group text, p_pids uuid[], p_offsets bigint[], p_release boolean default null)
-returns setof uuid
-language sql as $$
-  with m as (
-    select i.pid, max(i.off) as last from unnest(p_pids, p_offsets) as i(pid, off) group by i.pid
-  ),
-  moved as (
-    update queen.cursors c
-       set cursor_offset = greatest(c.cursor_offset, o.last),
-           last_acked_at = now(),
-           lease_id          = case when o.ends then null else c.lease_id end,
-           lease_expires_at  = case when o.ends then null else c.lease_expires_at end,
-           lease_last_offset = case when o.ends then null else c.lease_last_offset end
-      from (select m.pid, m.last, c0.lease_id is not null as had_lease,
-                   coalesce(p_release, c0.lease_last_offset is not null and greatest(c0.cursor_offset, m.last) >= c0.lease_last_offset) as ends
-              from m join queen.cursors c0 on c0.partition_id = m.pid and c0.consumer_group = p_group) o
-     where c.partition_id = o.pid and c.consumer_group = p_group
-    returning c.partition_id, o.had_lease and o.ends as released
-  ),
-  cleared as (
-    delete from queen.failures f using m
-     where f.partition_id = m.pid and f.consumer_group = p_group and f.msg_offset <= m.last
-  )
-  select partition_id from moved where released
+-- Whether a cursor move to p_offset ends the lease: when `p_release` is
+-- null, once the cursor reaches what the lease delivered (the ack route);
+-- true always (a cycle's default, a dead-letter); false never (a gate's
+-- partial ack keeps its lease running). Inlined where it is used.
+create function queen.log_ack_ends_lease_v1(p_release boolean, p_cursor bigint, p_lease_last bigint, p_offset bigint) returns boolean
+language sql immutable parallel safe as $$
+  select coalesce(p_release, p_lease_last is not null and greatest(p_cursor, p_offset) >= p_lease_last)
 $$;
 
--- 002's single move, kept for its callers (an autoAck pop), now the same move.
+-- Moves each partition's cursor (never back) to the highest offset given for
+-- it, discards the failure records it passed, and ends the lease as
+-- log_ack_ends_lease_v1 says. Cursor rows must be locked (log_ack_lock_v1).
+create function queen.log_ack_move_v1(p_group text, p_pids uuid[], p_offsets bigint[], p_release boolean default null) returns void
+language plpgsql as $$
+begin
+  if cardinality(p_pids) = 1 then
+    -- One partition (a cycle's source ack, each step of the walk): the
+    -- statements on its key alone cost about half the array form's (measured).
+    update queen.cursors c
+       set cursor_offset = greatest(c.cursor_offset, p_offsets[1]),
+           last_acked_at = now(),
+           lease_id          = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, p_offsets[1]) then null else c.lease_id end,
+           lease_expires_at  = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, p_offsets[1]) then null else c.lease_expires_at end,
+           lease_last_offset = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, p_offsets[1]) then null else c.lease_last_offset end
+     where c.partition_id = p_pids[1] and c.consumer_group = p_group;
+    delete from queen.failures f
+     where f.partition_id = p_pids[1] and f.consumer_group = p_group and f.msg_offset <= p_offsets[1];
+    return;
+  end if;
+  update queen.cursors c
+     set cursor_offset = greatest(c.cursor_offset, m.last),
+         last_acked_at = now(),
+         lease_id          = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, m.last) then null else c.lease_id end,
+         lease_expires_at  = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, m.last) then null else c.lease_expires_at end,
+         lease_last_offset = case when queen.log_ack_ends_lease_v1(p_release, c.cursor_offset, c.lease_last_offset, m.last) then null else c.lease_last_offset end
+    from (select i.pid, max(i.off) as last from unnest(p_pids, p_offsets) as i(pid, off) group by i.pid) m
+   where c.partition_id = m.pid and c.consumer_group = p_group;
+  delete from queen.failures f
+   using (select i.pid, max(i.off) as last from unnest(p_pids, p_offsets) as i(pid, off) group by i.pid) m
+   where f.partition_id = m.pid and f.consumer_group = p_group and f.msg_offset <= m.last;
+end
+$$;
+
+-- 002's single move, kept for its callers (an autoAck pop), now the same
+-- move. Answers true when a lease existed and this move ended it.
 create or replace function queen.log_move_cursor_v1(p_partition_id uuid, p_group text, p_offset bigint) returns boolean
-language sql as $$
-  select exists (select 1 from queen.log_ack_move_v1(p_group, array[p_partition_id], array[p_offset]))
+language plpgsql as $$
+declare
+  v_released boolean;
+begin
+  select c.lease_id is not null and queen.log_ack_ends_lease_v1(null, c.cursor_offset, c.lease_last_offset, p_offset) into v_released
+    from queen.cursors c where c.partition_id = p_partition_id and c.consumer_group = p_group;
+  perform queen.log_ack_move_v1(p_group, array[p_partition_id], array[p_offset]);
+  return coalesce(v_released, false);
+end
 $$;
 
 -- The item-by-item walk (002), through the shared lock, fence and move, for
@@ -177,19 +197,22 @@ begin
         perform queen.log_charge_failure_v1(v_item.pid, p_group, v_item.msg_offset);
       end if;
     elsif v_item.status in ('completed', 'success') then
-      v_released := exists (select 1 from queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]));
+      v_released := v_cur.lease_id is not null and queen.log_ack_ends_lease_v1(null, v_cur.cursor_offset, v_cur.lease_last_offset, v_item.msg_offset);
+      perform queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]);
     elsif v_item.status = 'dlq' then
       v_count := coalesce((select f.retry_count from queen.failures f where f.partition_id = v_item.pid
                             and f.consumer_group = p_group and f.msg_offset = v_item.msg_offset), 0);
       perform queen.log_dead_letter_v1(v_item.pid, p_group, v_item.msg_offset, v_item.error, v_count);
-      v_released := exists (select 1 from queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]));
+      v_released := v_cur.lease_id is not null and queen.log_ack_ends_lease_v1(null, v_cur.cursor_offset, v_cur.lease_last_offset, v_item.msg_offset);
+      perform queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]);
       v_dlq := true;
     elsif v_item.status = 'failed' then
       v_count := queen.log_charge_failure_v1(v_item.pid, p_group, v_item.msg_offset);
       v_head := queen.log_advance_v1(v_item.pid, v_cur.cursor_offset, 1);
       if v_head = v_item.msg_offset and v_count > v_limit then
         perform queen.log_dead_letter_v1(v_item.pid, p_group, v_item.msg_offset, coalesce(v_item.error, 'Retries exhausted'), v_count);
-        v_released := exists (select 1 from queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]));
+        v_released := v_cur.lease_id is not null and queen.log_ack_ends_lease_v1(null, v_cur.cursor_offset, v_cur.lease_last_offset, v_item.msg_offset);
+        perform queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]);
         v_dlq := true;
       else
         perform queen.log_release_lease_v1(v_item.pid, p_group);
