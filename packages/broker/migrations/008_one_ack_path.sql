@@ -336,6 +336,15 @@ begin
 end
 $$;
 
+-- 003's form, still called by queen_streams.apply_state_ops_v1 (006): its
+-- text is dropped, so every element failure is answered by code alone.
+create or replace function queen_streams.fail(p_code text, p_error text, p_extra jsonb default '{}'::jsonb) returns void
+language plpgsql as $$
+begin
+  perform queen_streams.fail_v2(p_code, p_extra);
+end
+$$;
+
 -- A cycle's push_results (PROTOCOL §7.4, the push result of §5.3) from the
 -- allocator's compact answer ({status, message_id, offset} arrays, item
 -- order) and the items' own fields: the SQL form of the broker's one

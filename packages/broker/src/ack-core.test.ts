@@ -99,6 +99,11 @@ describe('one ack path', () => {
     expect(raw.rows[0].r[0]).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: null });
     const viaRoute = await b.http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: OTHER });
     expect(viaRoute.body[0]).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: 'Invalid or expired lease' });
+    const { body: query } = await b.http('POST', '/streams/v1/queries', { name: uniqueName('ackcodes'), source_queue: q, config_hash: 'h' });
+    const element = { query_id: query.query_id, partition_id: m.partitionId, ack: { transactionId: m.transactionId, leaseId: OTHER } };
+    const rawCycle = await b.sql.query('select queen.log_streams_cycle_v1($1::jsonb) as r', [JSON.stringify([{ idx: 0, ...element }])]);
+    expect(rawCycle.rows[0].r[0].result).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: null });
+    expect((await b.http('POST', '/streams/v1/cycle', element)).body).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: 'Invalid or expired lease' });
     const extend = await b.http('POST', `/api/v1/lease/${OTHER}/extend`, { seconds: 10 });
     expect(extend.body[0]).toMatchObject({ success: false, code: 'LEASE_NOT_FOUND', error: 'Lease not found' });
   });

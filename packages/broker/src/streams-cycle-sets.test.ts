@@ -130,6 +130,8 @@ describe('cycle state ops, set-based', () => {
       push_items: [{ queue: sink, payload: 'must not land' }],
     });
     expect(failed.body).toMatchObject({ success: false, code: 'VERSION_CONFLICT', key: 'b', currentVersion: v.b, state_ops_applied: 0, push_results: [] });
+    // SQL answers the code and fields; the broker words it from the catalogue.
+    expect(failed.body.error).toBe(`Version conflict on b (expected version ${v.b + 1000}, current ${v.b})`);
     const rows = (await b.sql.query('select key, value, version::int from queen_streams.state where query_id = $1 order by key', [qid])).rows;
     expect(rows).toEqual([{ key: 'a', value: 1, version: v.a }, { key: 'b', value: 2, version: v.b }, { key: 'c', value: 3, version: v.c }]);
     expect(await stored(sink)).toEqual([]);
