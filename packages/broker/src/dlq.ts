@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { adminRoutes, type DlqIdsBody, type DlqQuery } from '@queen-mq/protocol';
+import { adminRoutes, errorMessage, type DlqIdsBody, type DlqQuery } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
@@ -77,8 +77,8 @@ const notFound = (index: number, id: string) => ({
   index,
   id,
   success: false,
-  code: 'MESSAGE_NOT_FOUND',
-  error: 'No DLQ entry for this message',
+  code: 'MESSAGE_NOT_FOUND' as const,
+  error: errorMessage('MESSAGE_NOT_FOUND'),
   queue: null,
   partition: null,
   partitionId: null,

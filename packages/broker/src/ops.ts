@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { allRoutes, buildOpenApi, routes, type RouteSpec } from '@queen-mq/protocol';
+import { allRoutes, buildOpenApi, QueenError, routes, type RouteSpec } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 
@@ -66,7 +66,7 @@ export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     const { connected, schemaVersion } = await readiness();
     const ready = connected && schemaVersion === ctx.expectedSchemaVersion;
     const body = { ready, database: connected ? 'connected' : 'disconnected', schemaVersion, expectedSchemaVersion: ctx.expectedSchemaVersion };
-    if (!ready) return reply.code(503).send({ ...body, error: 'Not ready', code: 'NOT_READY' });
+    if (!ready) return reply.code(503).send({ ...body, ...new QueenError('NOT_READY').toBody() });
     return body;
   });
 
