@@ -81,6 +81,7 @@ export const kvNamespacesQuery = z.object({
   after: z.string().max(128).optional(),
   limit: queryInt(1, 1000).default(100),
 });
+export type KvNamespacesQuery = z.infer<typeof kvNamespacesQuery>;
 /** Namespaces holding rows (a namespace whose keys all expired shows until the expiry purge). */
 export const kvNamespacesResponse = z.object({ namespaces: z.array(z.string()), nextAfter: z.string().nullable() });
 export type KvNamespacesResult = z.infer<typeof kvNamespacesResponse>;
