@@ -7,7 +7,7 @@ import type { RouteSpec } from './routes.js';
  * so the document cannot drift from the code (a test regenerates it and
  * compares). Plain Markdown, one section per route.
  */
-export function protocolReference(routeTable: Record<string, RouteSpec>, catalogue: Record<string, { status: number; message: string }>): string {
+export function protocolReference(routeTable: Record<string, RouteSpec>, catalogue: Record<string, { status: number; message: string; detail?: string }>): string {
   const out: string[] = [];
   const sorted = Object.entries(routeTable).sort(([, a], [, b]) => a.url.localeCompare(b.url) || a.method.localeCompare(b.method));
   out.push('| Method | Path | Access | What it does |', '|---|---|---|---|');
@@ -22,7 +22,11 @@ export function protocolReference(routeTable: Record<string, RouteSpec>, catalog
   }
   out.push('', '## Error codes', '', 'Every failure answers `{error, code, details?}`; clients branch on `code`. Item-level codes appear inside a 200 answer as `success:false, code` on the item.', '');
   out.push('| Code | HTTP status | Meaning |', '|---|---|---|');
-  for (const [code, e] of Object.entries(catalogue)) out.push(`| \`${code}\` | ${e.status === 0 ? 'item-level' : e.status} | ${e.message.replace(/\|/g, '\\|')} |`);
+  for (const [code, e] of Object.entries(catalogue)) {
+    // With its detail template: what the broker answers when it knows every {name} (else the message alone).
+    const text = e.detail ? `${e.message} ${e.detail}` : e.message;
+    out.push(`| \`${code}\` | ${e.status === 0 ? 'item-level' : e.status} | ${text.replace(/\|/g, '\\|')} |`);
+  }
   return `${out.join('\n')}\n`;
 }
 
