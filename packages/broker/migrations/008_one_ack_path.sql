@@ -10,7 +10,8 @@
 --                           ending leases as queen.log_ack_ends_lease_v1 says
 -- Failure texts are no longer written here: SQL answers the catalogue code
 -- (and structured fields); the broker words it from the one catalogue in
--- @queen-mq/protocol (errors.ts). Nothing a caller of the routes sees changes.
+-- @queen-mq/protocol (errors.ts). The routes answer as before but for the
+-- wording of a few failures, which is now the catalogue's.
 
 -- Cursor rows of (p_group, each partition in p_pids) that exist as partitions:
 -- missing ones inserted ascending (two requests creating the same rows in
