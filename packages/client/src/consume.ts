@@ -1,11 +1,14 @@
 import type { PoppedMessage, PopResponse } from '@queen-mq/protocol';
 import type { AckInput } from './queen.js';
 import type { QueueHandle } from './queue-handle.js';
+import { parseOptions } from '@queen-mq/protocol';
 import { backoffDelay, sleep } from './retry.js';
+import { consumeOptionsSchema } from './options.js';
 
 export type MessageHandler = (message: PoppedMessage) => unknown | Promise<unknown>;
 export type BatchHandler = (messages: PoppedMessage[]) => unknown | Promise<unknown>;
 
+/** Options of `queue.consume()` (schema: `consumeOptionsSchema`; an unknown or mistyped option throws VALIDATION_FAILED). */
 export interface ConsumeOptions {
   /** Messages per pop. Default 1. */
   batch?: number;
@@ -54,7 +57,8 @@ function errorText(err: unknown): string {
  * handler (each:false) acks the whole batch `completed`, or `failed` on a throw.
  */
 export function consume(queue: QueueHandle, handler: MessageHandler | BatchHandler, options: ConsumeOptions = {}): Consumer {
-  const concurrency = Math.max(1, options.concurrency ?? 1);
+  parseOptions('consume()', consumeOptionsSchema, options);
+  const concurrency = options.concurrency ?? 1;
   const waitMs = options.wait ?? 30000;
   const each = options.each ?? true;
   const onError = options.onError ?? ((err: unknown) => console.error('[queen consume]', err));

@@ -1,10 +1,11 @@
 import type { Dispatcher } from 'undici';
-import { QueenError, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
+import { QueenError, parseOptions, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
+import { queenOptionsSchema } from './options.js';
 import { QueueHandle } from './queue-handle.js';
 import { TransactionBuilder } from './transaction.js';
 import { Transport, type RequestOptions } from './transport.js';
 
-/** Options of {@link Queen}. */
+/** Options of {@link Queen} (schema: `queenOptionsSchema`; an unknown or mistyped option throws VALIDATION_FAILED). */
 export interface QueenOptions {
   /** Broker base URL, e.g. `http://localhost:6632`. */
   url: string;
@@ -56,7 +57,7 @@ export class Queen {
   private readonly transport: Transport;
 
   constructor(options: QueenOptions) {
-    if (!options?.url) throw new TypeError('new Queen({ url }) needs the broker URL');
+    parseOptions('new Queen()', queenOptionsSchema, options);
     this.url = options.url;
     this.transport = new Transport({
       url: options.url,

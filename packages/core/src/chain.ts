@@ -1,19 +1,12 @@
-import { MERGING_END_RULE, type Json, type PipeStage, type SinkPlugin, type WindowOptions, type WindowPlugin } from './plugins.js';
+import { MERGING_END_RULE, type Json, type PipeStage, type SinkPlugin, type WindowPlugin } from './plugins.js';
 import type { Reducer } from './reducer.js';
 import { chainError } from './chain-error.js';
 import { SEP } from './keys.js';
 import { windowTag } from './window-tag.js';
 
-/** Window options after defaults and checks; durations in ms. */
-export interface ResolvedWindowOptions {
-  idleFlushMs: number;
-  gracePeriodMs: number;
-  allowedLatenessMs: number;
-  /** Seconds as given, for the config hash. */
-  allowedLateness: number;
-  onLate: 'drop' | 'include';
-  eventTime?: (value: any) => unknown;
-}
+import type { ResolvedWindowOptions } from './window-options.js';
+
+export type { ResolvedWindowOptions } from './window-options.js';
 
 /** One link of an operator chain, in the order it was built. */
 export type ChainStage =
@@ -82,13 +75,6 @@ export function checkAppend(chain: readonly ChainStage[], next: ChainStage): voi
   }
 }
 
-function nonNegative(options: Record<string, unknown>, name: string, fallback: number): number {
-  const v = options[name];
-  if (v === undefined) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw chainError(`${name} must be a non-negative number, got ${JSON.stringify(v)}`);
-  return v;
-}
-
 /**
  * A window plugin's own contract, checked when it is appended: a kind, an
  * assign, and merging said in the interface (a merging window declares its
@@ -111,26 +97,6 @@ export function checkWindowPlugin(plugin: WindowPlugin): string {
     );
   }
   return windowTag(plugin);
-}
-
-/** Core's window option checks (S3, S4 defaults); the plugin checks its own. */
-export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
-  const opts = (options ?? {}) as Record<string, unknown>;
-  if (typeof opts !== 'object') throw chainError('window options must be an object');
-  const idleFlushMs = nonNegative(opts, 'idleFlushMs', plugin.defaultIdleFlushMs);
-  const gracePeriod = nonNegative(opts, 'gracePeriod', 0);
-  const allowedLateness = nonNegative(opts, 'allowedLateness', 0);
-  const onLate = opts.onLate ?? 'drop';
-  if (onLate !== 'drop' && onLate !== 'include') throw chainError(`onLate must be "drop" or "include", got ${JSON.stringify(onLate)}`);
-  if (opts.eventTime !== undefined && typeof opts.eventTime !== 'function') throw chainError('eventTime must be a function');
-  return {
-    idleFlushMs,
-    gracePeriodMs: Math.round(gracePeriod * 1000),
-    allowedLatenessMs: Math.round(allowedLateness * 1000),
-    allowedLateness,
-    onLate,
-    eventTime: opts.eventTime as ResolvedWindowOptions['eventTime'],
-  };
 }
 
 /**

@@ -4,6 +4,7 @@ import { rowsByKey } from './state-api.js';
 import { storedWatermark, flushRipeRows, nextRipeAt } from './window-batch.js';
 import { emitOutputs } from './window-cycle.js';
 import { commitCycle } from './commit.js';
+import { sleep } from './sleep.js';
 import { sinkOutputs } from './sink-output.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 
@@ -218,4 +219,41 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen, ur
   };
   await Promise.all(Array.from({ length: Math.min(FLUSH_CONCURRENCY, due.length) }, worker));
   return deferred;
+}
+
+/** Delay of the one follow-up flush pass after a tick that had to defer partitions mid-cycle. */
+const FLUSH_RETRY_MS = 200;
+
+/**
+ * The idle-flush timer of a window query with idleFlushMs > 0: seeds the
+ * flush set from the source, then runs a pass every idleFlushMs until
+ * `signal` aborts. Fixed-rate ticks: a pass's own duration does not push the
+ * next tick back (a window ending just after a tick still waits at most one
+ * interval).
+ */
+export async function flushLoop(rt: RunnerContext, queen: Queen, url: string, bearerToken: string | undefined, signal: AbortSignal): Promise<void> {
+  const every = rt.plan.window?.options.idleFlushMs ?? 0;
+  if (rt.plan.shape !== 'window' || every <= 0) return;
+  try {
+    await seedTouchedFromSource(rt, queen);
+  } catch (err) {
+    rt.report(err, { phase: 'flush' });
+  }
+  let tick = Date.now();
+  while (!signal.aborted) {
+    tick += every;
+    const wait = tick - Date.now();
+    if (wait > 0) await sleep(wait, signal);
+    else tick = Date.now(); // a pass overran a whole interval: do not burst to catch up
+    if (signal.aborted) return;
+    const deferred = await flushTouchedPartitions(rt, queen, url, bearerToken);
+    // A partition whose last batch was still committing at the tick would
+    // otherwise wait a whole interval more: look once more shortly after.
+    const retryIn = Math.min(FLUSH_RETRY_MS, every / 4);
+    if (deferred > 0 && tick + every - Date.now() > retryIn * 2) {
+      await sleep(retryIn, signal);
+      if (signal.aborted) return;
+      await flushTouchedPartitions(rt, queen, url, bearerToken);
+    }
+  }
 }

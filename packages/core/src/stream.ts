@@ -1,6 +1,7 @@
 import type { OperatorContext, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
 import { aggregateReducer, reduceReducer, type Extractor, type ReduceOptions } from './reducer.js';
-import { checkAppend, checkWindowPlugin, resolveWindowOptions, type ChainStage } from './chain.js';
+import { checkAppend, checkWindowPlugin, type ChainStage } from './chain.js';
+import { resolveWindowOptions } from './window-options.js';
 import { compileChain, type CompiledQuery } from './compile.js';
 import { filterStage, flatMapStage, keyByStage, mapStage } from './operators.js';
 import { chainError } from './chain-error.js';

@@ -1,4 +1,4 @@
-import { chainError, type GateContext } from '@queen-mq/core';
+import { option, z, type GateContext } from '@queen-mq/core';
 
 /** Options shared by the rate limiter helpers. */
 export interface LimiterClockOptions {
@@ -28,9 +28,17 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Validates `maxWaitMs` (default 1000). */
-export function maxWaitOption(helper: string, v: unknown): number {
-  if (v === undefined) return 1000;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw chainError(`${helper}: maxWaitMs must be a number ≥ 0, got ${JSON.stringify(v)}`);
-  return v;
-}
+/** {@link LimiterClockOptions} as schema fields, shared by the limiter schemas. */
+export const limiterClockShape = {
+  now: option(z.custom<() => number>((v) => typeof v === 'function').optional(), {
+    description: "Clock in epoch ms; inject one to test boundaries exactly. Default: ctx.streamTimeMs (the broker's clock)",
+    rule: 'must be a function returning epoch ms',
+    type: '() => number',
+  }),
+  maxWaitMs: option(z.number().min(0).optional(), {
+    description: 'How long a gate may wait for capacity instead of denying; 0 = deny at once',
+    rule: 'must be a number ≥ 0',
+    type: 'number (ms)',
+    default: '1000',
+  }),
+};

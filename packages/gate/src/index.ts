@@ -1,4 +1,4 @@
 export { gate, type GateFn } from './gate.js';
-export { tokenBucket, type TokenBucketOptions, type TokenBucketState } from './token-bucket.js';
-export { slidingWindowLimit, type SlidingWindowLimitOptions } from './sliding-window.js';
+export { tokenBucket, tokenBucketOptionsSchema, type TokenBucketOptions, type TokenBucketState } from './token-bucket.js';
+export { slidingWindowLimit, slidingWindowLimitOptionsSchema, type SlidingWindowLimitOptions } from './sliding-window.js';
 export type { LimiterClockOptions } from './clock.js';

@@ -1,5 +1,5 @@
-import { chainError, type GateContext } from '@queen-mq/core';
-import { clockOf, maxWaitOption, sleep, type LimiterClockOptions } from './clock.js';
+import { option, parseOptions, z, type GateContext } from '@queen-mq/core';
+import { clockOf, limiterClockShape, sleep, type LimiterClockOptions } from './clock.js';
 
 export interface SlidingWindowLimitOptions extends LimiterClockOptions {
   /** Messages admitted per window, a positive integer. */
@@ -7,6 +7,13 @@ export interface SlidingWindowLimitOptions extends LimiterClockOptions {
   /** Window length in seconds (> 0). */
   windowSeconds: number;
 }
+
+/** {@link SlidingWindowLimitOptions} as a schema: validates `slidingWindowLimit()` and renders its options table. */
+export const slidingWindowLimitOptionsSchema = z.object({
+  limit: option(z.number().int().positive(), { description: 'Messages admitted per window', rule: 'must be a positive integer', type: 'integer' }),
+  windowSeconds: option(z.number().positive(), { description: 'Window length', rule: 'must be a positive number', type: 'number (s)' }),
+  ...limiterClockShape,
+});
 
 /**
  * A gate fn admitting at most `limit` messages in any `windowSeconds`-long
@@ -17,16 +24,10 @@ export interface SlidingWindowLimitOptions extends LimiterClockOptions {
  * window when that is within `maxWaitMs`, else denies.
  */
 export function slidingWindowLimit(options: SlidingWindowLimitOptions): (value: unknown, ctx: GateContext) => boolean | Promise<boolean> {
-  const limit = options?.limit;
-  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit <= 0) {
-    throw chainError(`slidingWindowLimit: limit must be a positive integer, got ${JSON.stringify(limit)}`);
-  }
-  const seconds = options.windowSeconds;
-  if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds <= 0) {
-    throw chainError(`slidingWindowLimit: windowSeconds must be a positive number, got ${JSON.stringify(seconds)}`);
-  }
-  const windowMs = seconds * 1000;
-  const maxWaitMs = maxWaitOption('slidingWindowLimit', options.maxWaitMs);
+  const o = parseOptions('slidingWindowLimit', slidingWindowLimitOptionsSchema, options);
+  const limit = o.limit;
+  const windowMs = o.windowSeconds * 1000;
+  const maxWaitMs = o.maxWaitMs ?? 1000;
   const take = (ctx: GateContext, at: number, prev: readonly number[]): boolean => {
     const live = prev.filter((t) => t > at - windowMs);
     if (live.length >= limit) return false;
@@ -36,7 +37,7 @@ export function slidingWindowLimit(options: SlidingWindowLimitOptions): (value: 
   };
   return (_value, ctx) => {
     const prev = Array.isArray(ctx.state.slidingWindow) ? (ctx.state.slidingWindow as number[]) : [];
-    const at = Math.max(clockOf(options, ctx), prev[prev.length - 1] ?? -Infinity);
+    const at = Math.max(clockOf(o, ctx), prev[prev.length - 1] ?? -Infinity);
     if (take(ctx, at, prev)) return true;
     // Full: the slot of the (live.length - limit)-th oldest admission frees first.
     const live = prev.filter((t) => t > at - windowMs);

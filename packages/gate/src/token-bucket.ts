@@ -1,5 +1,5 @@
-import { chainError, type GateContext } from '@queen-mq/core';
-import { clockOf, maxWaitOption, sleep, type LimiterClockOptions } from './clock.js';
+import { option, parseOptions, z, type GateContext } from '@queen-mq/core';
+import { clockOf, limiterClockShape, sleep, type LimiterClockOptions } from './clock.js';
 
 export interface TokenBucketOptions extends LimiterClockOptions {
   /** Tokens the bucket holds (the burst), a positive integer. A new key starts full. */
@@ -16,12 +16,12 @@ export interface TokenBucketState {
   refilledAt: number;
 }
 
-function positive(name: string, v: unknown, integer: boolean): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || (integer && !Number.isInteger(v))) {
-    throw chainError(`tokenBucket: ${name} must be a positive ${integer ? 'integer' : 'number'}, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
+/** {@link TokenBucketOptions} as a schema: validates `tokenBucket()` and renders its options table. */
+export const tokenBucketOptionsSchema = z.object({
+  capacity: option(z.number().int().positive(), { description: 'Tokens the bucket holds (the burst); a new key starts full', rule: 'must be a positive integer', type: 'integer' }),
+  refillPerSecond: option(z.number().positive(), { description: 'Tokens added per second, continuously, up to capacity', rule: 'must be a positive number', type: 'number (/s)' }),
+  ...limiterClockShape,
+});
 
 
 /**
@@ -35,9 +35,10 @@ function positive(name: string, v: unknown, integer: boolean): number {
  * else denies (the tail stays leased and returns when the lease expires).
  */
 export function tokenBucket(options: TokenBucketOptions): (value: unknown, ctx: GateContext) => boolean | Promise<boolean> {
-  const capacity = positive('capacity', options?.capacity, true);
-  const refill = positive('refillPerSecond', options.refillPerSecond, false);
-  const maxWaitMs = maxWaitOption('tokenBucket', options.maxWaitMs);
+  const o = parseOptions('tokenBucket', tokenBucketOptionsSchema, options);
+  const capacity = o.capacity;
+  const refill = o.refillPerSecond;
+  const maxWaitMs = o.maxWaitMs ?? 1000;
   const full = capacity * 1000;
   const take = (ctx: GateContext, at: number, prev: TokenBucketState | undefined): boolean => {
     // milliTokens grow by `refill` per ms: tokens/s × 1000 milli / 1000 ms.
@@ -49,7 +50,7 @@ export function tokenBucket(options: TokenBucketOptions): (value: unknown, ctx: 
   };
   return (_value, ctx) => {
     const prev = ctx.state.tokenBucket as TokenBucketState | undefined;
-    const at = clockOf(options, ctx);
+    const at = clockOf(o, ctx);
     if (take(ctx, at, prev)) return true;
     // prev exists here (a new key starts full). Time until one whole token:
     const base = Math.max(at, prev!.refilledAt);

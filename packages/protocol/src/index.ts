@@ -1,6 +1,7 @@
 export * from './errors.js';
 export * from './values.js';
 export * from './validation.js';
+export * from './options.js';
 export * from './null-as-absent.js';
 export * from './push.js';
 export * from './pop.js';

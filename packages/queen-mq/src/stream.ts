@@ -1,5 +1,6 @@
 import {
   Stream as CoreStream,
+  windowOptionsOf,
   type AggregateResult,
   type CompiledQuery,
   type Extractor,
@@ -76,22 +77,22 @@ export class Stream<T = SourceMessage> {
 
   /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
   windowTumbling(options: TumblingOptions<T>): Stream<T> {
-    return this.window(tumbling(options), options);
+    return this.window(tumbling(options), windowOptionsOf(options));
   }
 
   /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
   windowSliding(options: SlidingOptions<T>): Stream<T> {
-    return this.window(sliding(options), options);
+    return this.window(sliding(options), windowOptionsOf(options));
   }
 
   /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
   windowSession(options: SessionOptions<T>): Stream<T> {
-    return this.window(session(options), options);
+    return this.window(session(options), windowOptionsOf(options));
   }
 
   /** UTC wall-clock buckets of `every` second|minute|hour|day|week (idleFlushMs default 30000). */
   windowCron(options: CronOptions<T>): Stream<T> {
-    return this.window(cron(options), options);
+    return this.window(cron(options), windowOptionsOf(options));
   }
 
   /**

@@ -1,2 +1,2 @@
-export { queueSink, type QueueSinkOptions } from './queue-sink.js';
+export { queueSink, queueSinkOptionsSchema, type QueueSinkOptions } from './queue-sink.js';
 export { foreachSink } from './foreach-sink.js';

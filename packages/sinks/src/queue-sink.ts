@@ -1,4 +1,4 @@
-import { chainError, type SinkPlugin, type QueueRef } from '@queen-mq/core';
+import { chainError, option, parseOptions, z, type SinkPlugin, type QueueRef } from '@queen-mq/core';
 
 /** Options of {@link queueSink}. */
 export interface QueueSinkOptions<T = any> {
@@ -10,6 +10,15 @@ export interface QueueSinkOptions<T = any> {
   partition?: string | ((value: T) => string);
 }
 
+/** {@link QueueSinkOptions} as a schema: validates `queueSink()` / `.to(queue, options)` and renders the options table. */
+export const queueSinkOptionsSchema = z.object({
+  partition: option(z.union([z.string().min(1), z.custom<(value: any) => string>((v) => typeof v === 'function')]).optional(), {
+    description: "Sink partition: a name, or a function of the value. Default: the handle's pinned partition, else the source partition's name",
+    rule: 'must be a non-empty string or a function of the value',
+    type: 'string \\| (value) => string',
+  }),
+});
+
 /**
  * Pushes every value that leaves the chain to `queue` (a handle pinned to
  * one partition writes every value there), inside the cycle's
@@ -20,13 +29,14 @@ export interface QueueSinkOptions<T = any> {
 export function queueSink<T = any>(queue: QueueRef | string, options: QueueSinkOptions<T> = {}): SinkPlugin {
   const name = typeof queue === 'string' ? queue : queue?.name;
   if (typeof name !== 'string' || name === '') throw chainError('.to() takes a queue handle (queen.queue(name)) or a queue name');
+  const { partition: given } = parseOptions('.to()', queueSinkOptionsSchema, options);
   const pinned = typeof queue === 'string' ? undefined : queue.partitionName;
-  if (pinned !== undefined && options.partition !== undefined) {
+  if (pinned !== undefined && given !== undefined) {
     throw chainError('.to(): the queue handle is pinned to a partition; do not pass options.partition too');
   }
-  const partition = options.partition ?? pinned;
+  const partition = given ?? pinned;
   if (partition !== undefined && typeof partition !== 'function' && (typeof partition !== 'string' || partition === '')) {
-    throw chainError('.to(): partition must be a non-empty string or a function of the value');
+    throw chainError('.to(): the pinned partition must be a non-empty string');
   }
   return Object.freeze({
     kind: 'queue',

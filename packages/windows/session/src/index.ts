@@ -1,1 +1,1 @@
-export { session, SESSION_DEFAULT_IDLE_FLUSH_MS, type SessionOptions } from './session.js';
+export { session, sessionOptionsSchema, SESSION_DEFAULT_IDLE_FLUSH_MS, type SessionOptions } from './session.js';

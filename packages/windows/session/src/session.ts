@@ -1,4 +1,4 @@
-import { MERGING_END_RULE, chainError, type MergedWindow, type MergingWindowPlugin, type WindowBounds, type WindowOptions } from '@queen-mq/core';
+import { MERGING_END_RULE, chainError, option, parseOptions, windowOptionsSchema, z, type MergedWindow, type MergingWindowPlugin, type WindowBounds, type WindowOptions } from '@queen-mq/core';
 
 /** Options of {@link session}: the inactivity gap plus every window's common options. */
 export interface SessionOptions<T = any> extends WindowOptions<T> {
@@ -9,6 +9,11 @@ export interface SessionOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const SESSION_DEFAULT_IDLE_FLUSH_MS = 1000;
 
+/** {@link SessionOptions} as a schema: validates `session()` / `.windowSession()` and renders the options table. */
+export const sessionOptionsSchema = windowOptionsSchema.extend({
+  gap: option(z.number().positive(), { description: 'Silence that ends a session of one key (fractions allowed)', rule: 'must be a positive number of seconds', type: 'number (s)' }),
+});
+
 /**
  * A merging window: each event at `t` opens the window `[t, t + gap]`, and
  * windows of one key that touch or overlap merge (the end is INCLUSIVE: an
@@ -16,13 +21,12 @@ export const SESSION_DEFAULT_IDLE_FLUSH_MS = 1000;
  * merged session spans `[first event, last event + gap]`. Core keeps one
  * state row per key, `sess:<gap>␟open␟<userKey>`, merges accumulators and
  * closes the session once the clock is past `windowEnd + gracePeriod`.
- * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number.
+ * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number, and
+ * for an unknown option (the window's common options are accepted:
+ * `.windowSession()` hands them over).
  */
-export function session(options: Pick<SessionOptions, 'gap'>): MergingWindowPlugin {
-  const gap = (options as { gap?: unknown } | undefined)?.gap;
-  if (typeof gap !== 'number' || !Number.isFinite(gap) || gap <= 0) {
-    throw chainError(`session window: gap must be a positive number of seconds, got ${JSON.stringify(gap)}`);
-  }
+export function session(options: Pick<SessionOptions, 'gap'> | SessionOptions): MergingWindowPlugin {
+  const { gap } = parseOptions('session window', sessionOptionsSchema, options);
   const gapMs = Math.round(gap * 1000);
   if (gapMs <= 0) throw chainError(`session window: gap must be at least 1 ms, got ${gap}`);
   return Object.freeze({

@@ -1,4 +1,4 @@
-import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link sliding}: window size and hop plus every window's common options. */
 export interface SlidingOptions<T = any> extends WindowOptions<T> {
@@ -11,24 +11,22 @@ export interface SlidingOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const SLIDING_DEFAULT_IDLE_FLUSH_MS = 5000;
 
-function positiveInteger(name: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
-    throw chainError(`sliding window: ${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  }
-  return value;
-}
+/** {@link SlidingOptions} as a schema: validates `sliding()` / `.windowSliding()` and renders the options table. */
+export const slidingOptionsSchema = windowOptionsSchema.extend({
+  size: option(z.number().int().positive(), { description: 'Window length, an integer multiple of `slide`', rule: 'must be a positive integer', type: 'integer (s)' }),
+  slide: option(z.number().int().positive(), { description: 'Hop between window starts; starts are aligned to the Unix epoch', rule: 'must be a positive integer', type: 'integer (s)' }),
+});
 
 /**
  * Overlapping windows `[k·slide, k·slide + size)` (epoch-aligned): every
  * timestamp lands in exactly `size / slide` of them. State rows are tagged
  * `slide:<size>:<slide>`. Throws (VALIDATION_FAILED) unless both are positive
  * integers and `size` is an integer multiple of `slide` — otherwise an event
- * would belong to a varying number of windows.
+ * would belong to a varying number of windows — and for an unknown option
+ * (the window's common options are accepted: `.windowSliding()` hands them over).
  */
-export function sliding(options: Pick<SlidingOptions, 'size' | 'slide'>): WindowPlugin {
-  const o = (options ?? {}) as { size?: unknown; slide?: unknown };
-  const size = positiveInteger('size', o.size);
-  const slide = positiveInteger('slide', o.slide);
+export function sliding(options: Pick<SlidingOptions, 'size' | 'slide'> | SlidingOptions): WindowPlugin {
+  const { size, slide } = parseOptions('sliding window', slidingOptionsSchema, options);
   if (size % slide !== 0) throw chainError(`sliding window: size (${size}) must be an integer multiple of slide (${slide})`);
   const sizeMs = size * 1000;
   const slideMs = slide * 1000;

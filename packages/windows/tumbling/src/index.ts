@@ -1,1 +1,1 @@
-export { tumbling, TUMBLING_DEFAULT_IDLE_FLUSH_MS, type TumblingOptions } from './tumbling.js';
+export { tumbling, tumblingOptionsSchema, TUMBLING_DEFAULT_IDLE_FLUSH_MS, type TumblingOptions } from './tumbling.js';

@@ -1,4 +1,4 @@
-import { chainError, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { option, parseOptions, windowOptionsSchema, z, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link tumbling}: the window size plus every window's common options. */
 export interface TumblingOptions<T = any> extends WindowOptions<T> {
@@ -9,16 +9,25 @@ export interface TumblingOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const TUMBLING_DEFAULT_IDLE_FLUSH_MS = 5000;
 
+/** {@link TumblingOptions} as a schema: validates `tumbling()` / `.windowTumbling()` and renders the options table. */
+export const tumblingOptionsSchema = windowOptionsSchema.extend({
+  seconds: option(z.number().int().positive(), {
+    description: 'Window length; windows are aligned to the Unix epoch',
+    rule: 'must be a positive integer',
+    type: 'integer (s)',
+  }),
+});
+
 /**
  * Fixed, non-overlapping, epoch-aligned buckets of `seconds`:
  * `[floor(t / size) * size, +size)`. State rows are tagged `tumb:<seconds>`.
- * Throws (VALIDATION_FAILED) unless `seconds` is a positive integer number.
+ * Takes the window's common options too (`.windowTumbling()` hands it the
+ * whole object; they are applied by `.window()`). Throws (VALIDATION_FAILED,
+ * naming the option) unless `seconds` is a positive integer, and for an
+ * unknown option.
  */
-export function tumbling(options: Pick<TumblingOptions, 'seconds'>): WindowPlugin {
-  const seconds = (options as { seconds?: unknown } | undefined)?.seconds;
-  if (typeof seconds !== 'number' || !Number.isInteger(seconds) || seconds <= 0) {
-    throw chainError(`tumbling window: seconds must be a positive integer, got ${JSON.stringify(seconds)}`);
-  }
+export function tumbling(options: Pick<TumblingOptions, 'seconds'> | TumblingOptions): WindowPlugin {
+  const { seconds } = parseOptions('tumbling window', tumblingOptionsSchema, options);
   const size = seconds * 1000;
   return Object.freeze({
     kind: 'tumbling',

@@ -1,0 +1,65 @@
+import { option, parseOptions, z } from '@queen-mq/protocol';
+import type { WindowOptions, WindowPlugin } from './plugins.js';
+
+/** Window options after defaults and checks; durations in ms. */
+export interface ResolvedWindowOptions {
+  idleFlushMs: number;
+  gracePeriodMs: number;
+  allowedLatenessMs: number;
+  /** Seconds as given, for the config hash. */
+  allowedLateness: number;
+  onLate: 'drop' | 'include';
+  eventTime?: (value: any) => unknown;
+}
+
+const nonNegative = (description: string, unit: string, fallback: string) =>
+  option(z.number().min(0).optional(), { description, rule: 'must be a non-negative number', type: `number (${unit})`, default: fallback });
+
+/**
+ * The options every window takes (`.window(plugin, options)`), as one schema:
+ * it validates them and renders their docs table. A window package extends it
+ * with its own (`windowOptionsSchema.extend({ seconds })`).
+ */
+export const windowOptionsSchema = z.object({
+  idleFlushMs: nonNegative('How often the runner closes ripe windows of quiet partitions; 0 disables the timer', 'ms', "the window's default"),
+  gracePeriod: nonNegative('How long a window stays open after its end before it is emitted', 's', '0'),
+  allowedLateness: nonNegative('Event time only: how far the watermark trails the newest event time', 's', '0'),
+  onLate: option(z.enum(['drop', 'include']).optional(), {
+    description: 'Event time only: an event whose window ended at or before the watermark is dropped, or emitted as a late window of its own',
+    rule: 'must be "drop" or "include"',
+    default: '"drop"',
+  }),
+  eventTime: option(z.custom<(value: any) => unknown>((v) => typeof v === 'function').optional(), {
+    description: "Event-time extractor (Date, epoch ms or ISO string); without it windows bucket on the broker's createdAt",
+    rule: 'must be a function',
+    type: '(value) => Date \\| number \\| string',
+  }),
+});
+
+/** The names of the options every window takes. */
+export const WINDOW_OPTION_NAMES = Object.keys(windowOptionsSchema.shape) as (keyof WindowOptions)[];
+
+/**
+ * The window options in a bigger options object (a sugar like
+ * `.windowTumbling({ seconds, idleFlushMs })` hands the plugin its own and
+ * `.window()` these).
+ */
+export function windowOptionsOf<T>(options: WindowOptions<T> | undefined): WindowOptions<T> {
+  const out: Record<string, unknown> = {};
+  for (const name of WINDOW_OPTION_NAMES) if (options && (options as Record<string, unknown>)[name] !== undefined) out[name] = (options as Record<string, unknown>)[name];
+  return out as WindowOptions<T>;
+}
+
+/** Core's window option checks (S3, S4 defaults); an unknown option throws. The plugin checks its own. */
+export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
+  const o = parseOptions(`the ${plugin.kind} window`, windowOptionsSchema, options);
+  const allowedLateness = o.allowedLateness ?? 0;
+  return {
+    idleFlushMs: o.idleFlushMs ?? plugin.defaultIdleFlushMs,
+    gracePeriodMs: Math.round((o.gracePeriod ?? 0) * 1000),
+    allowedLatenessMs: Math.round(allowedLateness * 1000),
+    allowedLateness,
+    onLate: o.onLate ?? 'drop',
+    eventTime: o.eventTime,
+  };
+}
