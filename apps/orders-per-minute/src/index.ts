@@ -1,1 +1,1 @@
-export { runOrdersPerMinute, type OrdersPerMinuteOptions } from './orders-per-minute.js';
+export { ordersPerMinute, runOrdersPerMinute, type OrdersPerMinuteOptions } from './orders-per-minute.js';

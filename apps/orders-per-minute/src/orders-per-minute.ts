@@ -1,5 +1,8 @@
 import { Queen, Stream, type RunHandle } from 'queen-mq';
 
+/** A queue as a chain names it: `queen.queue('orders')` or `{ name: 'orders' }`. */
+type QueueRef = Parameters<typeof Stream.from>[0];
+
 /** Options of {@link runOrdersPerMinute}; the defaults are the seed's. */
 export interface OrdersPerMinuteOptions {
   /** Broker URL. */
@@ -20,6 +23,19 @@ export interface OrdersPerMinuteOptions {
 }
 
 /**
+ * The chain of the seed's example, before `.run()`: orders with a positive
+ * amount, counted and summed per tumbling window of `seconds`, one
+ * `{count, sum}` per closed window on `sink`.
+ */
+export function ordersPerMinute(source: QueueRef, sink: QueueRef, options: { seconds?: number; idleFlushMs?: number } = {}) {
+  return Stream.from(source)
+    .filter((msg) => msg.data.amount > 0)
+    .windowTumbling({ seconds: options.seconds ?? 60, idleFlushMs: options.idleFlushMs ?? 5000 })
+    .aggregate({ count: () => 1, sum: (m) => m.amount })
+    .to(sink);
+}
+
+/**
  * The seed's example as a worker: orders with a positive amount, counted and
  * summed per tumbling window; one message per closed window on the sink,
  * `{count, sum}`, exactly once.
@@ -27,11 +43,6 @@ export interface OrdersPerMinuteOptions {
 export async function runOrdersPerMinute(options: OrdersPerMinuteOptions): Promise<{ handle: RunHandle; queen: Queen }> {
   const { url } = options;
   const queen = new Queen({ url });
-  const handle = await Stream.from(queen.queue(options.source ?? 'orders'))
-    .filter((msg) => msg.data.amount > 0)
-    .windowTumbling({ seconds: options.seconds ?? 60, idleFlushMs: options.idleFlushMs ?? 5000 })
-    .aggregate({ count: () => 1, sum: (m) => m.amount })
-    .to(queen.queue(options.sink ?? 'orders.per_minute'))
-    .run({ queryId: options.queryId ?? 'orders.per_minute', url, batchSize: options.batchSize ?? 50, onError: options.onError });
+  const handle = await ordersPerMinute(queen.queue(options.source ?? 'orders'), queen.queue(options.sink ?? 'orders.per_minute'), options).run({ queryId: options.queryId ?? 'orders.per_minute', url, batchSize: options.batchSize ?? 50, onError: options.onError });
   return { handle, queen };
 }
