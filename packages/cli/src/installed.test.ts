@@ -282,6 +282,40 @@ await queen.close()
     });
   }, 60000);
 
+  it('@queen-mq/testing as a user installs it: exact dependencies, and testStream drives a cron-expression chain on a virtual clock with its own embedded PostgreSQL', async () => {
+    const manifest = JSON.parse(readFileSync(join(app(), 'node_modules', '@queen-mq', 'testing', 'package.json'), 'utf8')) as Manifest;
+    expect(manifest.private).toBeUndefined();
+    for (const [dep, version] of Object.entries({ ...manifest.dependencies, ...manifest.peerDependencies })) {
+      expect({ dep, version }).toEqual({ dep, version: expect.stringMatching(/^\d+\.\d+\.\d+$/) });
+      if (dep.startsWith('@queen-mq/')) expect(manifests.has(dep), dep).toBe(true);
+    }
+    // the cron plugin's own dependency came from the registry
+    expect(lockedPackages(app()).get('node_modules/croner')?.version).toBe('11.0.0');
+    const out = await example(
+      app(),
+      'test-kit.mjs',
+      `import { Stream } from 'queen-mq'
+import { testStream } from '@queen-mq/testing'
+
+// office hours in Berlin; Friday 2026-03-27 15:30 CET = 14:30Z
+const t = await testStream(
+  Stream.from({ name: 'tickets' })
+    .windowCron({ expression: '0 9-17 * * MON-FRI', timeZone: 'Europe/Berlin' })
+    .aggregate({ n: () => 1 })
+    .to({ name: 'tickets.per_hour' }),
+  { startAt: '2026-03-27T14:30:00Z' },
+)
+const pushed = await t.push([1, 2, 3])
+const flushed = await t.advance(30 * 60 * 1000)
+const result = { cluster: t.broker.cluster, pushed: pushed.length, flushed: flushed.map((e) => [e.data, e.createdAt]) }
+await t.stop()
+console.log(JSON.stringify(result))
+`,
+      {},
+    );
+    expect(out).toEqual({ cluster: 'embedded', pushed: 0, flushed: [[{ n: 3 }, '2026-03-27T15:00:00.000Z']] });
+  }, 120000);
+
   it('queen dev stops on Ctrl-C (SIGINT) with exit code 0, its embedded PostgreSQL with it', async () => {
     expect(await stopBroker('SIGINT')).toBe(0);
     expect(existsSync(join(app(), '.queen', 'pg', 'postmaster.pid'))).toBe(false);
