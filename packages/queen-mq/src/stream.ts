@@ -90,7 +90,12 @@ export class Stream<T = SourceMessage> {
     return this.window(session(options), windowOptionsOf(options));
   }
 
-  /** UTC wall-clock buckets of `every` second|minute|hour|day|week (idleFlushMs default 30000). */
+  /**
+   * Cron buckets (idleFlushMs default 30000): UTC units, `{ every:
+   * 'second'|'minute'|'hour'|'day'|'week' }`, or a cron expression in a time
+   * zone, `{ expression: '0 9-17 * * MON-FRI', timeZone: 'Europe/Berlin' }`,
+   * where each fire time opens a window that lasts until the next one.
+   */
   windowCron(options: CronOptions<T>): Stream<T> {
     return this.window(cron(options), windowOptionsOf(options));
   }

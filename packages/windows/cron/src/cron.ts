@@ -1,4 +1,4 @@
-import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 import { compileExpression, ExpressionError } from './expression.js';
 
 /** Calendar units a cron window can bucket on. */
@@ -46,14 +46,27 @@ const UNIT_MS: Record<CronUnit, number> = {
  */
 const ANCHOR_MS: Record<CronUnit, number> = { second: 0, minute: 0, hour: 0, day: 0, week: 4 * 86_400_000 };
 
-// The window options core reads (checked by core when the window is added);
-// cron accepts them beside its own because `.windowCron(options)` hands it
-// the whole object. The type below breaks the build when core grows one.
-const COMMON_OPTIONS = ['idleFlushMs', 'gracePeriod', 'allowedLateness', 'onLate', 'eventTime'] as const;
-type MissingCommonOption = Exclude<keyof WindowOptions, (typeof COMMON_OPTIONS)[number]>;
-const allCommonOptionsListed: [MissingCommonOption] extends [never] ? true : MissingCommonOption = true;
-void allCommonOptionsListed;
-const KNOWN_OPTIONS = new Set<string>(['every', 'expression', 'timeZone', ...COMMON_OPTIONS]);
+/**
+ * {@link CronOptions} as a schema: validates `cron()` / `.windowCron()` (the
+ * window's common options too, since `.windowCron()` hands it the whole
+ * object) and renders the options table. Which of every/expression is given
+ * is checked by `cron()`.
+ */
+export const cronOptionsSchema = windowOptionsSchema.extend({
+  every: option(z.enum(CRON_UNITS).optional(), {
+    description: 'A UTC unit: buckets of one second, minute, hour, day or week (weeks start Monday)',
+    rule: `must be one of ${CRON_UNITS.join(', ')}`,
+  }),
+  expression: option(z.string().min(1).optional(), {
+    description: 'A cron expression (5 fields, or 6 with seconds first): each fire time opens a window until the next one',
+    rule: 'must be a non-empty string',
+  }),
+  timeZone: option(z.string().min(1).optional(), {
+    description: 'The IANA time zone the expression is read in',
+    rule: 'must be an IANA time zone name',
+    default: '"UTC"',
+  }),
+});
 
 /**
  * A cron window. Either fixed UTC units, `{ every }` (`[start of the unit
@@ -66,24 +79,17 @@ const KNOWN_OPTIONS = new Set<string>(['every', 'expression', 'timeZone', ...COM
  * fires, and a time zone Intl does not know.
  */
 export function cron(options: CronOptions | Pick<CronUnitOptions, 'every'> | Pick<CronExpressionOptions, 'expression' | 'timeZone'>): WindowPlugin {
-  if (options === null || typeof options !== 'object') throw chainError('cron window: options must be an object with every or expression');
-  const given = options as Record<string, unknown>;
-  for (const key of Object.keys(given)) {
-    if (!KNOWN_OPTIONS.has(key)) throw chainError(`cron window: unknown option ${JSON.stringify(key)} (cron takes every, or expression and timeZone)`);
+  const o = parseOptions('cron window', cronOptionsSchema, options);
+  if (o.expression !== undefined) {
+    if (o.every !== undefined) throw chainError('cron window: every and expression are exclusive, pass one');
+    return expressionWindow(o.expression, o.timeZone);
   }
-  if (given.expression !== undefined) {
-    if (given.every !== undefined) throw chainError('cron window: every and expression are exclusive, pass one');
-    return expressionWindow(given.expression, given.timeZone);
-  }
-  if (given.timeZone !== undefined) throw chainError('cron window: timeZone requires expression (every is always UTC)');
-  return unitWindow(given.every);
+  if (o.timeZone !== undefined) throw chainError('cron window: timeZone requires expression (every is always UTC)');
+  if (o.every === undefined) throw chainError(`cron window: every must be one of ${CRON_UNITS.join(', ')}, got undefined (or pass expression)`);
+  return unitWindow(o.every);
 }
 
-function unitWindow(every: unknown): WindowPlugin {
-  if (typeof every !== 'string' || !(CRON_UNITS as readonly string[]).includes(every)) {
-    throw chainError(`cron window: every must be one of ${CRON_UNITS.join(', ')}, got ${JSON.stringify(every)}`);
-  }
-  const unit = every as CronUnit;
+function unitWindow(unit: CronUnit): WindowPlugin {
   const size = UNIT_MS[unit];
   const anchor = ANCHOR_MS[unit];
   // shape and tag are what stored state and config hashes depend on: unchanged since 0.1.0.
@@ -99,18 +105,13 @@ function unitWindow(every: unknown): WindowPlugin {
   });
 }
 
-function expressionWindow(rawExpression: unknown, rawTimeZone: unknown): WindowPlugin {
-  if (typeof rawExpression !== 'string' || rawExpression.trim() === '') {
-    throw chainError(`cron window: expression must be a non-empty string, got ${JSON.stringify(rawExpression)}`);
-  }
-  if (rawTimeZone !== undefined && (typeof rawTimeZone !== 'string' || rawTimeZone === '')) {
-    throw chainError(`cron window: timeZone must be an IANA time zone name, got ${JSON.stringify(rawTimeZone)}`);
-  }
+function expressionWindow(rawExpression: string, rawTimeZone: string | undefined): WindowPlugin {
+  if (rawExpression.trim() === '') throw chainError(`cron window: expression must be a non-empty string, got ${JSON.stringify(rawExpression)}`);
   // Whitespace is normalised so that spacing never changes the hash; the
   // time zone is kept as written (Intl's canonical names differ between ICU
   // versions, and a redeploy on a newer Node must not change the hash).
   const expression = rawExpression.trim().split(/\s+/).join(' ');
-  const timeZone = (rawTimeZone as string | undefined) ?? 'UTC';
+  const timeZone = rawTimeZone ?? 'UTC';
   let buckets;
   try {
     buckets = compileExpression(expression, timeZone);

@@ -235,7 +235,7 @@ describe('cron expression windows', () => {
 
   it('S3 option errors name the option', () => {
     const bad: [object, RegExp][] = [
-      [{ expression: '0 9 * * *', timezone: 'UTC' }, /unknown option "timezone"/],
+      [{ expression: '0 9 * * *', timezone: 'UTC' }, /cron window: unknown option "timezone" \(did you mean "timeZone"\?\)/],
       [{ expression: '0 9 * * *', every: 'day' }, /every and expression are exclusive/],
       [{ every: 'day', timeZone: 'Europe/Berlin' }, /timeZone requires expression/],
       [{ expression: '61 * * * *' }, /expression "61 \* \* \* \*" is invalid/],

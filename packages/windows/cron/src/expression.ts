@@ -17,15 +17,8 @@ export interface ExpressionBuckets {
   bucketOf(timestampMs: number): WindowBounds;
 }
 
-/** What `compileExpression` refuses, told apart so the caller can name the option. */
-export class ExpressionError extends Error {
-  constructor(
-    readonly option: 'expression' | 'timeZone',
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** What `compileExpression` refuses; the message starts with the option's name. */
+export class ExpressionError extends Error {}
 
 // A fixed window for "does it ever fire": never `now`, so validation is
 // deterministic. Any expression croner accepts in 5/6-part mode repeats
@@ -46,21 +39,21 @@ export function compileExpression(expression: string, timeZone: string): Express
   try {
     new Cron(expression, { mode: '5-or-6-parts', paused: true });
   } catch (err) {
-    throw new ExpressionError('expression', `expression ${JSON.stringify(expression)} is invalid: ${(err as Error).message}`);
+    throw new ExpressionError(`expression ${JSON.stringify(expression)} is invalid: ${(err as Error).message}`);
   }
   try {
     new Intl.DateTimeFormat('en-US', { timeZone }).format(0);
   } catch {
-    throw new ExpressionError('timeZone', `timeZone ${JSON.stringify(timeZone)} is not a time zone this platform knows (an IANA name such as "Europe/Berlin")`);
+    throw new ExpressionError(`timeZone ${JSON.stringify(timeZone)} is not a time zone this platform knows (an IANA name such as "Europe/Berlin")`);
   }
   const job = new Cron(expression, { mode: '5-or-6-parts', paused: true, timezone: timeZone });
   let probe: Date | null = null;
   try {
     probe = job.nextRun(new Date(PROBE_FROM));
   } catch (err) {
-    throw new ExpressionError('timeZone', `timeZone ${JSON.stringify(timeZone)} is not usable: ${(err as Error).message}`);
+    throw new ExpressionError(`timeZone ${JSON.stringify(timeZone)} is not usable: ${(err as Error).message}`);
   }
-  if (!probe || probe.getTime() >= PROBE_TO) throw new ExpressionError('expression', `expression ${JSON.stringify(expression)} never fires`);
+  if (!probe || probe.getTime() >= PROBE_TO) throw new ExpressionError(`expression ${JSON.stringify(expression)} never fires`);
 
   const recent: WindowBounds[] = [];
   return {

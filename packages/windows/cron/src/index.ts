@@ -1,5 +1,6 @@
 export {
   cron,
+  cronOptionsSchema,
   CRON_UNITS,
   CRON_DEFAULT_IDLE_FLUSH_MS,
   type CronOptions,
