@@ -1,8 +1,5 @@
-import { mkdtemp, chmod } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres } from '@queen-mq/broker';
+import { acquireCluster } from './cluster.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,21 +9,14 @@ declare module 'vitest' {
 }
 
 /**
- * One PostgreSQL for the whole run: DATABASE_URL when set, else an embedded
- * cluster in a temporary directory (fsync off: test data is throwaway). Each
- * test file then creates its own fresh database on it.
+ * vitest globalSetup (`globalSetup: ['@queen-mq/testing/global-setup']`): one
+ * PostgreSQL for the whole run — DATABASE_URL when set, else an embedded
+ * cluster in a temporary directory (fsync off: test data is throwaway),
+ * stopped and removed after the run. Each startTestBroker() then creates a
+ * fresh database on it.
  */
 export default async function setup(project: TestProject) {
-  const external = process.env.DATABASE_URL || process.env.QUEEN_DATABASE_URL;
-  if (external) {
-    project.provide('queenAdminUrl', external);
-    return;
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'queen-test-'));
-  await chmod(dir, 0o755);
-  const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'pg'), persistent: false, unsafeFast: true });
-  project.provide('queenAdminUrl', pg.url);
-  return async () => {
-    await pg.stop();
-  };
+  const cluster = await acquireCluster();
+  project.provide('queenAdminUrl', cluster.adminUrl);
+  return () => cluster.release();
 }
