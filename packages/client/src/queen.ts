@@ -1,6 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { QueenError, parseOptions, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
 import { queenOptionsSchema } from './options.js';
+import { routeCalls, type RouteCalls } from './route-calls.js';
 import { QueueHandle } from './queue-handle.js';
 import { TransactionBuilder } from './transaction.js';
 import { Transport, type RequestOptions } from './transport.js';
@@ -54,6 +55,13 @@ export interface AckOptions {
  */
 export class Queen {
   readonly url: string;
+  /**
+   * Typed calls for every broker route, by the route table's names
+   * (`queen.api.streamsCycle({ body })`, `queen.api.queueGet({ params: { queue } })`):
+   * params, query, body and answer typed by the protocol's schemas. Same
+   * transport, errors and retries as {@link Queen.request}.
+   */
+  readonly api: RouteCalls;
   private readonly transport: Transport;
 
   constructor(options: QueenOptions) {
@@ -68,6 +76,7 @@ export class Queen {
       maxMs: options.retryMaxMs ?? 3000,
       dispatcher: options.dispatcher,
     });
+    this.api = routeCalls((method, path, opts) => this.request(method, path, opts));
   }
 
   /**
@@ -110,17 +119,9 @@ export class Queen {
       ...((i.error ?? options.error) !== undefined ? { error: i.error ?? options.error } : {}),
     }));
     if (wire.length === 1) {
-      return this.request<AckResult[]>('POST', '/api/v1/ack', {
-        body: { ...wire[0], ...(consumerGroup ? { consumerGroup } : {}) },
-        idempotent: true,
-        signal: options.signal,
-      });
+      return this.api.ack({ body: { ...wire[0]!, ...(consumerGroup ? { consumerGroup } : {}) }, idempotent: true, signal: options.signal }) as Promise<AckResult[]>;
     }
-    return this.request<AckResult[]>('POST', '/api/v1/ack/batch', {
-      body: { ...(consumerGroup ? { consumerGroup } : {}), acknowledgments: wire },
-      idempotent: true,
-      signal: options.signal,
-    });
+    return this.api.ackBatch({ body: { ...(consumerGroup ? { consumerGroup } : {}), acknowledgments: wire }, idempotent: true, signal: options.signal }) as Promise<AckResult[]>;
   }
 
   /**
@@ -129,11 +130,7 @@ export class Queen {
    * `success:false, code:"LEASE_EXPIRED"` (or `LEASE_NOT_FOUND`).
    */
   async extendLease(leaseId: string, seconds = 60, options: { signal?: AbortSignal } = {}): Promise<LeaseExtendResult> {
-    const out = await this.request<LeaseExtendResult[]>('POST', `/api/v1/lease/${encodeURIComponent(leaseId)}/extend`, {
-      body: { seconds },
-      idempotent: true,
-      signal: options.signal,
-    });
+    const out = (await this.api.leaseExtend({ params: { leaseId }, body: { seconds }, idempotent: true, signal: options.signal })) as LeaseExtendResult[];
     return out[0]!;
   }
 

@@ -90,7 +90,7 @@ export class QueueHandle {
       };
     });
     const idempotent = wire.every((i) => 'transactionId' in i);
-    return this.queen.request<PushResult[]>('POST', '/api/v1/push', { body: { items: wire }, idempotent, signal: options.signal });
+    return this.queen.api.push({ body: { items: wire }, idempotent, signal: options.signal }) as Promise<PushResult[]>;
   }
 
   /**
@@ -99,12 +99,9 @@ export class QueueHandle {
    * expires and the messages come back.
    */
   async pop(options: PopOptions = {}): Promise<PopResponse | null> {
-    const path = this.partitionName === undefined
-      ? `/api/v1/pop/queue/${encodeURIComponent(this.name)}`
-      : `/api/v1/pop/queue/${encodeURIComponent(this.name)}/partition/${encodeURIComponent(this.partitionName)}`;
     const from = options.subscriptionFrom instanceof Date ? options.subscriptionFrom.toISOString() : options.subscriptionFrom;
     const waitMs = options.wait ? (options.timeout ?? 30000) : 0;
-    return this.queen.request<PopResponse | null>('GET', path, {
+    const call = {
       query: {
         batch: options.batch,
         wait: options.wait,
@@ -119,7 +116,13 @@ export class QueueHandle {
       signal: options.signal,
       // The per-attempt timeout must outlast the server-side long poll.
       timeoutMs: waitMs ? waitMs + 30000 : undefined,
-    });
+    };
+    // A 204 (nothing to deliver) answers null.
+    const res =
+      this.partitionName === undefined
+        ? this.queen.api.popQueue({ params: { queue: this.name }, ...call })
+        : this.queen.api.popPartition({ params: { queue: this.name, partition: this.partitionName }, ...call });
+    return res as Promise<PopResponse | null>;
   }
 
   /** Runs `handler` for every message (see {@link consume}). */

@@ -161,11 +161,7 @@ export class TransactionBuilder {
    * sent: a resend of a committed transaction would apply its KV ops twice.
    */
   async commit(options: { signal?: AbortSignal } = {}): Promise<TransactionResult> {
-    const out = await this.queen.request<Record<string, unknown>>('POST', '/api/v1/transaction', {
-      body: this.toJSON(),
-      idempotent: false,
-      signal: options.signal,
-    });
+    const out = (await this.queen.api.transaction({ body: this.toJSON(), idempotent: false, signal: options.signal })) as Record<string, unknown>;
     if (out.success !== true) {
       const { error, code, success: _s, results: _r, ...extra } = out;
       throw new QueenError(isErrorCode(code) ? code : 'INTERNAL_ERROR', typeof error === 'string' ? error : 'Transaction failed', { status: 200, extra });

@@ -119,10 +119,7 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
   for (let offset = 0; ; ) {
     let detail: { partitions?: { id: string; name: string }[]; partitionCount?: number };
     try {
-      detail = await queen.request('GET', `/api/v1/resources/queues/${encodeURIComponent(rt.plan.sourceQueue)}`, {
-        query: { limit: SEED_PAGE, offset },
-        idempotent: true,
-      });
+      detail = (await queen.api.queueGet({ params: { queue: rt.plan.sourceQueue }, query: { limit: SEED_PAGE, offset } })) as typeof detail;
     } catch (err) {
       if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return;
       throw err;
@@ -148,10 +145,7 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
 async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<string>> {
   let detail: { partitions?: { partitionId: string; lag: number }[] };
   try {
-    detail = await queen.request('GET', `/api/v1/consumer-groups/${encodeURIComponent(rt.consumerGroup)}`, {
-      query: { queue: rt.plan.sourceQueue },
-      idempotent: true,
-    });
+    detail = (await queen.api.groupGet({ params: { group: rt.consumerGroup }, query: { queue: rt.plan.sourceQueue } })) as typeof detail;
   } catch (err) {
     if (err instanceof QueenError && err.code === 'CONSUMER_GROUP_NOT_FOUND') return new Set();
     throw err;

@@ -1,23 +1,11 @@
+import type { PoppedMessage } from '@queen-mq/protocol';
+
 /**
- * A message as popped from the source queue (PROTOCOL §5.4). It is the value
- * the first operator receives; a reducer or sink that still gets this very
- * object reads its `data`.
+ * A message as popped from the source queue (PROTOCOL §5.4, the protocol's
+ * PoppedMessage with a typed `data`). It is the value the first operator
+ * receives; a reducer or sink that still gets this very object reads its `data`.
  */
-export interface SourceMessage<D = any> {
-  id: string;
-  transactionId: string;
-  traceId: string | null;
-  data: D;
-  producerSub: string | null;
-  createdAt: string;
-  partitionId: string;
-  partition: string;
-  queue: string;
-  leaseId: string;
-  consumerGroup: string;
-  offset: string;
-  retryCount: number;
-}
+export type SourceMessage<D = any> = Omit<PoppedMessage, 'data'> & { data: D };
 
 const sourceMessages = new WeakSet<object>();
 

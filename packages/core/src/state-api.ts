@@ -5,7 +5,7 @@ import type { CycleRequest, CycleResponse, RegisterRequest, RegisterResponse, St
 const MAX_KEYS_PER_READ = 1000;
 
 /**
- * The three streams routes the runner calls. Every call is safe to resend:
+ * The streams routes the runner calls, through the client's typed route calls. Every call is safe to resend:
  * a cycle is fenced by its lease and its expected versions, so a resent
  * cycle that already committed answers LEASE_EXPIRED/ALREADY_ACKED or
  * VERSION_CONFLICT instead of applying twice.
@@ -14,12 +14,12 @@ export class StreamsApi {
   constructor(private readonly queen: Queen) {}
 
   register(body: RegisterRequest): Promise<RegisterResponse> {
-    return this.queen.request<RegisterResponse>('POST', '/streams/v1/queries', { body, idempotent: !body.reset });
+    return this.queen.api.streamsRegister({ body, idempotent: !body.reset });
   }
 
   cycle(body: CycleRequest): Promise<CycleResponse> {
     // The runner reads no per-output push result: ask for counts only.
-    return this.queen.request<CycleResponse>('POST', '/streams/v1/cycle', { body: { ...body, push_result_detail: 'counts' }, idempotent: true });
+    return this.queen.api.streamsCycle({ body: { ...body, push_result_detail: 'counts' }, idempotent: true });
   }
 
   /**
@@ -47,10 +47,7 @@ export class StreamsApi {
     const rows: StateRow[] = [];
     let after: string | undefined;
     for (;;) {
-      const res = await this.queen.request<{ rows: StateRow[]; next_after?: string | null }>('POST', '/streams/v1/state/get', {
-        body: after === undefined ? body : { ...body, after },
-        idempotent: true,
-      });
+      const res = await this.queen.api.streamsStateGet({ body: after === undefined ? body : { ...body, after }, idempotent: true });
       rows.push(...res.rows);
       if (!res.next_after) return rows;
       after = res.next_after;
