@@ -8,6 +8,7 @@ const t = (iso: string) => Date.parse(iso);
 describe('calendarMonth window plugin (custom, core interface only)', () => {
   it('rejects an unknown time zone; tag and shape carry the zone', () => {
     expect(() => calendarMonth({ timeZone: 'Mars/Olympus' })).toThrow(/timeZone must be an IANA time zone/);
+    expect(() => calendarMonth({ timezone: 'UTC' } as any)).toThrow(/unknown option "timezone" \(did you mean "timeZone"\?\); accepted: timeZone/);
     expect(calendarMonth({ timeZone: 'Europe/Berlin' })).toMatchObject({ kind: 'calendar-month', tag: 'month:Europe/Berlin', shape: { timeZone: 'Europe/Berlin' } });
   });
 

@@ -1,6 +1,6 @@
 // A window plugin written against @queen-mq/core's public interface only:
 // nothing here is known to core, the runner treats it like any shipped window.
-import { chainError, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseOptions, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link calendarMonth}: the time zone plus every window's common options. */
 export interface CalendarMonthOptions<T = any> extends WindowOptions<T> {
@@ -54,13 +54,18 @@ function monthStart(fmt: Intl.DateTimeFormat, { year, month }: LocalDate): numbe
   return second;
 }
 
+/** The factory's options as one schema: it validates them (an unknown one throws) and renders the README table. */
+export const calendarMonthOptionsSchema = z.object({
+  timeZone: option(z.string().min(1).optional(), { description: 'IANA time zone whose calendar months bucket the events', rule: 'must be an IANA time zone', default: '"UTC"' }),
+});
+
 /**
  * Calendar months in a time zone: `[local 1st 00:00, next local 1st 00:00)`,
  * so a month is 28 to 31 days long and, across a DST change, not a whole
  * number of hours in UTC. State rows are tagged `month:<timeZone>`.
  */
 export function calendarMonth(options: Pick<CalendarMonthOptions, 'timeZone'> = {}): WindowPlugin {
-  const timeZone = options.timeZone ?? 'UTC';
+  const timeZone = parseOptions('calendarMonth window', calendarMonthOptionsSchema, options).timeZone ?? 'UTC';
   let fmt: Intl.DateTimeFormat;
   try {
     if (typeof timeZone !== 'string' || timeZone === '') throw new RangeError('empty');

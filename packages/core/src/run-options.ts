@@ -48,9 +48,12 @@ export const runOptionsSchema = z.object({
   batchSize: int(1, 10000, 200, 'Messages per pop, across partitions'),
   maxPartitions: int(1, 1000, 4, 'Partitions one pop may claim'),
   maxWaitMillis: int(0, 300000, 1000, 'Long-poll bound of a pop', ' (ms)'),
-  reset: option(z.boolean().optional(), { description: "Wipe the query's state and accept a changed chain (the answer to a 409)", rule: 'must be a boolean', default: 'false' }),
+  reset: option(z.boolean().optional(), { description: "Wipe the query's state and accept a changed chain (the answer to a 409 `CONFIG_HASH_MISMATCH`)", rule: 'must be a boolean', default: 'false' }),
   consumerGroup: option(z.string().min(1).optional(), { description: 'Consumer group on the source', rule: 'must be a non-empty string', default: '`streams.<queryId>`' }),
-  onError: fn<(error: Error, info: ErrorInfo) => void>('Called for every failure; the runner keeps going (a failed batch returns with its lease)', '(error, info) => void'),
+  onError: fn<(error: Error, info: ErrorInfo) => void>(
+    'Called for every failure; the runner keeps going (a failed batch returns with its lease). `info`: `{phase, partitionId?, offset?}`, phases `register pop state-get window-apply operator gate-eval cycle flush lease-extend`',
+    '(error, info) => void',
+  ),
   abortSignal: option(z.custom<AbortSignal>((v) => v instanceof AbortSignal).optional(), { description: 'Stops the runner when aborted (like `handle.stop()`)', rule: 'must be an AbortSignal', type: 'AbortSignal' }),
   logger: option(z.custom<RunnerLogger>((v) => typeof (v as RunnerLogger | null)?.warn === 'function').optional(), {
     description: 'Where log lines go (a dead-lettered poison message)',

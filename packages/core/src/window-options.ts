@@ -21,11 +21,15 @@ const nonNegative = (description: string, unit: string, fallback: string) =>
  * with its own (`windowOptionsSchema.extend({ seconds })`).
  */
 export const windowOptionsSchema = z.object({
-  idleFlushMs: nonNegative('How often the runner closes ripe windows of quiet partitions; 0 disables the timer', 'ms', "the window's default"),
-  gracePeriod: nonNegative('How long a window stays open after its end before it is emitted', 's', '0'),
-  allowedLateness: nonNegative('Event time only: how far the watermark trails the newest event time', 's', '0'),
+  idleFlushMs: nonNegative(
+    'How often the runner closes ripe windows of quiet partitions; 0 disables the timer (a window then closes only when the next message of its partition arrives)',
+    'ms',
+    "the plugin's `defaultIdleFlushMs` (5000 tumbling and sliding, 1000 session, 30000 cron)",
+  ),
+  gracePeriod: nonNegative('How long a window stays open after its end: ripe when `windowEnd + gracePeriod <= clock`', 's', '0'),
+  allowedLateness: nonNegative('Event time only: watermark = max event time − allowedLateness', 's', '0'),
   onLate: option(z.enum(['drop', 'include']).optional(), {
-    description: 'Event time only: an event whose window ended at or before the watermark is dropped, or emitted as a late window of its own',
+    description: 'Event time only: an event whose window ended at or before the watermark is dropped (counted in `lateEventsTotal`), or emitted at once as a window of its own',
     rule: 'must be "drop" or "include"',
     default: '"drop"',
   }),
