@@ -7,6 +7,7 @@ import { consumeOptionsSchema, queenOptionsSchema } from '@queen-mq/client';
 import { tumblingOptionsSchema } from '@queen-mq/window-tumbling';
 import { slidingOptionsSchema } from '@queen-mq/window-sliding';
 import { sessionOptionsSchema } from '@queen-mq/window-session';
+import { cronOptionsSchema } from '@queen-mq/window-cron';
 import { queueSinkOptionsSchema } from '@queen-mq/sinks';
 import { slidingWindowLimitOptionsSchema, tokenBucketOptionsSchema } from '@queen-mq/gate';
 
@@ -24,6 +25,7 @@ const tables: [readme: string, name: string, schema: OptionsSchema][] = [
   ['windows/tumbling/README.md', 'tumblingOptionsSchema', tumblingOptionsSchema],
   ['windows/sliding/README.md', 'slidingOptionsSchema', slidingOptionsSchema],
   ['windows/session/README.md', 'sessionOptionsSchema', sessionOptionsSchema],
+  ['windows/cron/README.md', 'cronOptionsSchema', cronOptionsSchema],
   ['sinks/README.md', 'queueSinkOptionsSchema', queueSinkOptionsSchema],
   ['gate/README.md', 'tokenBucketOptionsSchema', tokenBucketOptionsSchema],
   ['gate/README.md', 'slidingWindowLimitOptionsSchema', slidingWindowLimitOptionsSchema],
