@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allRoutes } from '@queen-mq/protocol';
+import { allRoutes, transactionAckResult, transactionPushResult } from '@queen-mq/protocol';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Queen, QueenError, routePath, routeTable } from './index.js';
 
@@ -59,5 +59,15 @@ describe('typed route calls', () => {
     expect(err).toBeInstanceOf(QueenError);
     expect((err as QueenError).code).toBe('QUEUE_NOT_FOUND');
     expect(await queen.api.health()).toMatchObject({ status: expect.any(String) });
+  });
+
+  it("a transaction's answer matches the protocol's result schemas the client types come from", async () => {
+    const queue = uniqueName('routes-tx');
+    await queen.queue(queue).push({ n: 1 });
+    const popped = (await queen.queue(queue).pop({ batch: 1 }))!.messages;
+    const res = await queen.transaction().push(queue, [{ n: 2 }]).ack(popped).commit();
+    expect(res.results).toHaveLength(2);
+    expect(transactionPushResult.parse(res.results.find((r) => r.type === 'push'))).toMatchObject({ status: 'queued', queueName: queue });
+    expect(transactionAckResult.parse(res.results.find((r) => r.type === 'ack'))).toMatchObject({ success: true, dlq: false });
   });
 });

@@ -1,4 +1,4 @@
-import { QueenError, isErrorCode, type AckStatus, type KvOpResult, type TimerResult } from '@queen-mq/protocol';
+import { QueenError, isErrorCode, type AckStatus, type KvOpResult, type TimerResult, type TransactionAckResult, type TransactionPushResult } from '@queen-mq/protocol';
 import type { Queen, AckInput } from './queen.js';
 import { isPushInput, type PushInput } from './queue-handle.js';
 
@@ -25,28 +25,8 @@ export type TransactionKvOp =
   | { op: 'incr'; namespace: string; key: string; by?: number; max?: number; ttlSeconds?: number; requireApplied?: boolean }
   | { op: 'delete'; namespace: string; key: string; expectedVersion?: number };
 
-export interface TransactionPushResult {
-  index: number;
-  type: 'push';
-  success: true;
-  status: 'queued' | 'duplicate';
-  transactionId: string;
-  messageId: string;
-  partitionId: string;
-  queueName: string;
-  offset: string;
-}
+export type { TransactionPushResult, TransactionAckResult } from '@queen-mq/protocol';
 
-export interface TransactionAckResult {
-  index: number;
-  type: 'ack';
-  success: true;
-  transactionId: string;
-  error: null;
-  dlq: boolean;
-}
-
-/** A committed transaction: results in request order. */
 export interface TransactionResult {
   transactionId: string;
   success: true;

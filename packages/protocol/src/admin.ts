@@ -285,6 +285,31 @@ export const transactionBody = z
   });
 export type TransactionBody = z.infer<typeof transactionBody>;
 
+/** One push of a committed transaction, as `results[i]` answers it. */
+export const transactionPushResult = z.object({
+  index: z.number().int(),
+  type: z.literal('push'),
+  success: z.literal(true),
+  status: z.enum(['queued', 'duplicate']),
+  transactionId: z.string(),
+  messageId: z.string(),
+  partitionId: z.string(),
+  queueName: z.string(),
+  offset: z.string(),
+});
+export type TransactionPushResult = z.infer<typeof transactionPushResult>;
+
+/** One ack of a committed transaction, as `results[i]` answers it. */
+export const transactionAckResult = z.object({
+  index: z.number().int(),
+  type: z.literal('ack'),
+  success: z.literal(true),
+  transactionId: z.string(),
+  error: z.null(),
+  dlq: z.boolean(),
+});
+export type TransactionAckResult = z.infer<typeof transactionAckResult>;
+
 export const transactionResponse = z.object({
   transactionId: z.string(),
   success: z.boolean(),
