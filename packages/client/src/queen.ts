@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { QueenError, parseOptions, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
+import { QueenError, parseOptions, routes, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
 import { queenOptionsSchema } from './options.js';
 import { routeCalls, type RouteCalls } from './route-calls.js';
 import { QueueHandle } from './queue-handle.js';
@@ -63,10 +63,12 @@ export class Queen {
    */
   readonly api: RouteCalls;
   private readonly transport: Transport;
+  private readonly bearerToken: string | undefined;
 
   constructor(options: QueenOptions) {
     parseOptions('new Queen()', queenOptionsSchema, options);
     this.url = options.url;
+    this.bearerToken = options.bearerToken;
     this.transport = new Transport({
       url: options.url,
       bearerToken: options.bearerToken,
@@ -132,6 +134,22 @@ export class Queen {
   async extendLease(leaseId: string, seconds = 60, options: { signal?: AbortSignal } = {}): Promise<LeaseExtendResult> {
     const out = (await this.api.leaseExtend({ params: { leaseId }, body: { seconds }, idempotent: true, signal: options.signal })) as LeaseExtendResult[];
     return out[0]!;
+  }
+
+  /**
+   * The broker's clock from the `Date` header of GET /health (no database
+   * round trip): epoch ms, whole seconds, written before the answer left — a
+   * lower bound of the broker's time once this resolves. `undefined` when
+   * the answer carried no Date header. One attempt, no retries.
+   */
+  async brokerDate(options: { signal?: AbortSignal } = {}): Promise<number | undefined> {
+    const res = await fetch(this.url.replace(/\/+$/, '') + routes.health.url, {
+      headers: this.bearerToken ? { authorization: `Bearer ${this.bearerToken}` } : {},
+      signal: options.signal,
+    });
+    const date = res.headers.get('date');
+    await res.arrayBuffer();
+    return date ? Date.parse(date) : undefined;
   }
 
   /** A transaction builder: pushes, acks, KV ops and timers committed together (`.commit()`). */

@@ -59,6 +59,10 @@ describe('typed route calls', () => {
     expect(err).toBeInstanceOf(QueenError);
     expect((err as QueenError).code).toBe('QUEUE_NOT_FOUND');
     expect(await queen.api.health()).toMatchObject({ status: expect.any(String) });
+    // The broker's clock from GET /health's Date header (whole seconds, never ahead of the broker).
+    const date = await queen.brokerDate();
+    expect(date! % 1000).toBe(0);
+    expect(Math.abs(date! - Date.now())).toBeLessThan(5000);
   });
 
   it("a transaction's answer matches the protocol's result schemas the client types come from", async () => {

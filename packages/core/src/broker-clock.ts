@@ -1,4 +1,4 @@
-import { routes } from '@queen-mq/protocol';
+import type { Queen } from '@queen-mq/client';
 
 /**
  * Samples older than this are forgotten once a newer bucket has filled: a
@@ -61,15 +61,9 @@ export class BrokerClock {
    * round trip). Used when no popped message has given one yet — a runner
    * restarted on a quiet source still has open windows to close on time.
    */
-  async probe(url: string, bearerToken?: string, signal?: AbortSignal): Promise<void> {
-    const res = await fetch(url.replace(/\/+$/, '') + routes.health.url, {
-      headers: bearerToken ? { authorization: `Bearer ${bearerToken}` } : {},
-      signal,
-    });
-    const received = this.local();
-    await res.arrayBuffer();
-    const date = res.headers.get('date');
-    // Whole seconds, written before the answer left: a lower bound at `received`.
-    if (date) this.observe(Date.parse(date), received);
+  async probe(queen: Pick<Queen, 'brokerDate'>, signal?: AbortSignal): Promise<void> {
+    const date = await queen.brokerDate({ signal });
+    // Whole seconds, written before the answer left: a lower bound at the time it arrived (or later).
+    if (date !== undefined) this.observe(date, this.local());
   }
 }

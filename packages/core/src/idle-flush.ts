@@ -163,7 +163,7 @@ export const FLUSH_CONCURRENCY = 16;
  * partitions it had to defer because a batch of theirs was not committed
  * yet (not caught up, or in a cycle).
  */
-export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen, url: string, bearerToken?: string): Promise<number> {
+export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<number> {
   if (rt.touched.size === 0) return 0;
   const processingTime = !rt.plan.window!.options.eventTime;
   const pass: FlushPass = {};
@@ -171,7 +171,7 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen, ur
     // Without a sample the broker's clock is unknown: never close on the runner's own.
     if (!rt.clock.synced) {
       try {
-        await rt.clock.probe(url, bearerToken);
+        await rt.clock.probe(queen);
       } catch (err) {
         rt.report(err, { phase: 'flush' });
         return 0;
@@ -225,7 +225,7 @@ const FLUSH_RETRY_MS = 200;
  * next tick back (a window ending just after a tick still waits at most one
  * interval).
  */
-export async function flushLoop(rt: RunnerContext, queen: Queen, url: string, bearerToken: string | undefined, signal: AbortSignal): Promise<void> {
+export async function flushLoop(rt: RunnerContext, queen: Queen, signal: AbortSignal): Promise<void> {
   const every = rt.plan.window?.options.idleFlushMs ?? 0;
   if (rt.plan.shape !== 'window' || every <= 0) return;
   try {
@@ -240,14 +240,14 @@ export async function flushLoop(rt: RunnerContext, queen: Queen, url: string, be
     if (wait > 0) await sleep(wait, signal);
     else tick = Date.now(); // a pass overran a whole interval: do not burst to catch up
     if (signal.aborted) return;
-    const deferred = await flushTouchedPartitions(rt, queen, url, bearerToken);
+    const deferred = await flushTouchedPartitions(rt, queen);
     // A partition whose last batch was still committing at the tick would
     // otherwise wait a whole interval more: look once more shortly after.
     const retryIn = Math.min(FLUSH_RETRY_MS, every / 4);
     if (deferred > 0 && tick + every - Date.now() > retryIn * 2) {
       await sleep(retryIn, signal);
       if (signal.aborted) return;
-      await flushTouchedPartitions(rt, queen, url, bearerToken);
+      await flushTouchedPartitions(rt, queen);
     }
   }
 }

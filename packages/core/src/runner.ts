@@ -151,7 +151,7 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   const rt = createRunnerContext(plan, api, queryUuid, settings, stopper.signal);
   const loops = Promise.all([
     popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal),
-    flushLoop(rt, queen, settings.url, settings.bearerToken, stopper.signal),
+    flushLoop(rt, queen, stopper.signal),
   ]);
   return runHandle(rt, queen, queryUuid, loops, stopper, settings.abortSignal);
 }
@@ -205,7 +205,7 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
         await seedTouchedFromSource(rt, queen);
         seeded = true;
       }
-      return flushTouchedPartitions(rt, queen, settings.url, settings.bearerToken);
+      return flushTouchedPartitions(rt, queen);
     },
   });
 }
