@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { popQuery, QueenError, routes, type PopQuery, type PopResponse, type PoppedMessage } from '@queen-mq/protocol';
+import { popQuery, QueenError, routes, type PopQuery, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { tryReadPayload, type UnreadableReason } from './encryption.js';
@@ -22,7 +22,8 @@ interface PopRow {
   lease_expired: number | null;
 }
 
-type PopOutcome = { kind: 'messages'; body: PopResponse } | { kind: 'empty' } | { kind: 'paused' };
+/** A pop's answer: the body as JSON text (built by PostgreSQL on the common path), and how many messages it carries. */
+type PopOutcome = { kind: 'messages'; body: string; count: number } | { kind: 'empty' } | { kind: 'paused' };
 
 function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
   if (q.subscriptionFrom && q.subscriptionFrom !== 'now') return { mode: 'timestamp', start: q.subscriptionFrom };
@@ -31,46 +32,95 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
   return ctx.config.defaultSubscriptionMode === 'new' ? { mode: 'new', start: 'now' } : { mode: 'all', start: null };
 }
 
-/** The pop statement, parsed once per connection (the hot path of every consumer). */
-const POP_SQL: NamedStatement = {
-  name: 'queen_pop',
-  text: `select t.paused, r.*
-       from (select q.id as queue_id, p.id as partition_id,
-                    coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
-               from (select 1) one
-               left join queen.queues q on q.name = $1
-               left join queen.partitions p on p.queue_id = q.id and p.name = $2) t
-       left join lateral queen.log_pop_v3(
-              case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
-              t.partition_id, $3, $4, $5, $6, $7, $8,
-              case when $9::text = 'now' then now() else $9::timestamptz end, $10) r on true`,
-};
+/** One pop in one row: what the claim did, and its messages as JSON. */
+interface PopAnswer {
+  paused: boolean;
+  expired: number;
+  count: number;
+  claimed: number;
+  first_id: string | null;
+  first_name: string | null;
+  /** The messages array as JSON text, when no claimed payload is encrypted. */
+  messages: string | null;
+  /** The claimed rows, when one is encrypted (payloads decrypt here, not in SQL). */
+  rows: Array<Omit<PopRow, 'encrypted'> & { encrypted: string | null }> | null;
+}
 
 /**
- * One claim attempt, no waiting, in one round trip: the queue/partition
- * lookup, the pause flag and queen.log_pop_v1 run as one statement. An
- * unknown queue or partition claims nothing and creates nothing.
- * Payloads stored encrypted are decrypted here (encryption.ts).
+ * The pop statement, parsed once per connection (the hot path of every
+ * consumer): the queue/partition lookup, the pause flag and
+ * queen.log_pop_v3 in one round trip. PostgreSQL renders the messages array
+ * itself: parsing a hundred 13-column rows into objects and serialising them
+ * again was most of the broker's own time per popped message. Encrypted
+ * payloads cannot be rendered there (the key lives in the broker), so a pop
+ * that claimed one answers its rows instead.
+ */
+const POP_SQL: NamedStatement = {
+  name: 'queen_pop',
+  text: `with t as (
+         select q.id as queue_id, p.id as partition_id,
+                coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused
+           from (select 1) one
+           left join queen.queues q on q.name = $1
+           left join queen.partitions p on p.queue_id = q.id and p.name = $2),
+       r as (
+         select r.* from t
+         cross join lateral queen.log_pop_v3(
+              case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
+              t.partition_id, $3, $4, $5, $6, $7, $8,
+              case when $9::text = 'now' then now() else $9::timestamptz end, $10) with ordinality r),
+       m as (select * from r where r.msg_offset is not null)
+       select (select paused from t) as paused,
+              (select coalesce(sum(lease_expired), 0) from r)::int as expired,
+              (select count(*) from m)::int as count,
+              (select count(distinct partition_id) from m)::int as claimed,
+              (select partition_id from m order by ordinality limit 1) as first_id,
+              (select partition_name from m order by ordinality limit 1) as first_name,
+              case when not exists (select 1 from m where encrypted is not null) then
+                (select json_agg(x)::text from (
+                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", m.payload as data,
+                          m.producer_sub as "producerSub", m.created_at as "createdAt", m.partition_id as "partitionId",
+                          m.partition_name as partition, $1::text as queue, $11::text as "leaseId", $3::text as "consumerGroup",
+                          m.msg_offset::text as "offset", m.retry_count as "retryCount"
+                     from m order by m.ordinality) x) end as messages,
+              case when exists (select 1 from m where encrypted is not null) then
+                (select json_agg(json_build_object(
+                   'partition_id', m.partition_id, 'partition_name', m.partition_name, 'msg_offset', m.msg_offset::text,
+                   'id', m.id, 'transaction_id', m.transaction_id, 'trace_id', m.trace_id, 'payload', m.payload,
+                   'encrypted', encode(m.encrypted, 'base64'), 'producer_sub', m.producer_sub, 'created_at', m.created_at,
+                   'retry_count', m.retry_count) order by m.ordinality) from m) end as rows`,
+};
+
+/** The answer's fields around its messages, in the order Queen's clients see them. */
+function popBody(queue: string, firstName: string, firstId: string, leaseId: string, group: string, claimed: number, messagesJson: string): string {
+  return `{"success":true,"queue":${JSON.stringify(queue)},"partition":${JSON.stringify(firstName)},"partitionId":${JSON.stringify(firstId)},"leaseId":${JSON.stringify(leaseId)},"consumerGroup":${JSON.stringify(group)},"partitionsClaimed":${claimed},"messages":${messagesJson}}`;
+}
+
+/**
+ * One claim attempt, no waiting, in one round trip. An unknown queue or
+ * partition claims nothing and creates nothing. Payloads stored encrypted
+ * are decrypted here (encryption.ts).
  */
 async function popOnce(ctx: BrokerContext, queue: string, partition: string | null, q: PopQuery): Promise<PopOutcome> {
   const leaseId = randomUUID();
-  const sub = subscriptionStart(ctx, q);
-  let { rows } = await ctx.db.query<PopRow & { paused: boolean }>(
-    POP_SQL,
-    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null],
-  );
-  if (rows[0]?.paused) return { kind: 'paused' };
-  let expired = 0;
-  for (const r of rows) expired += r.lease_expired ?? 0;
-  if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
-  rows = rows.filter((r) => r.msg_offset !== null);
-  if (rows.length === 0) return { kind: 'empty' };
-  const { delivered, data } = await readableRows(ctx, rows, q, leaseId);
-  rows = delivered as typeof rows;
-  ctx.metrics.delivered.inc({ queue }, rows.length);
-
   const wireLease = q.autoAck ? '' : leaseId;
-  const messages: PoppedMessage[] = rows.map((r, i) => ({
+  const sub = subscriptionStart(ctx, q);
+  const { rows: [answer] } = await ctx.db.query<PopAnswer>(
+    POP_SQL,
+    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null, wireLease],
+  );
+  const a = answer!;
+  if (a.paused) return { kind: 'paused' };
+  if (a.expired > 0) ctx.metrics.leaseExpired.inc({ queue }, a.expired);
+  if (a.count === 0) return { kind: 'empty' };
+  if (a.messages !== null) {
+    ctx.metrics.delivered.inc({ queue }, a.count);
+    return { kind: 'messages', count: a.count, body: popBody(queue, a.first_name!, a.first_id!, wireLease, q.consumerGroup, a.claimed, a.messages) };
+  }
+  const claimed: PopRow[] = a.rows!.map((r) => ({ ...r, encrypted: r.encrypted === null ? null : Buffer.from(r.encrypted, 'base64'), lease_expired: 0 }));
+  const { delivered, data } = await readableRows(ctx, claimed, q, leaseId);
+  ctx.metrics.delivered.inc({ queue }, delivered.length);
+  const messages: PoppedMessage[] = delivered.map((r, i) => ({
     id: r.id,
     transactionId: r.transaction_id,
     traceId: r.trace_id,
@@ -85,20 +135,9 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     offset: r.msg_offset,
     retryCount: r.retry_count,
   }));
-  const first = rows[0]!;
-  return {
-    kind: 'messages',
-    body: {
-      success: true,
-      queue,
-      partition: first.partition_name,
-      partitionId: first.partition_id,
-      leaseId: wireLease,
-      consumerGroup: q.consumerGroup,
-      partitionsClaimed: new Set(rows.map((r) => r.partition_id)).size,
-      messages,
-    },
-  };
+  const first = delivered[0]!;
+  const partitions = new Set(delivered.map((r) => r.partition_id)).size;
+  return { kind: 'messages', count: messages.length, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitions, JSON.stringify(messages)) };
 }
 
 /**
@@ -165,7 +204,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
         if (outcome.kind === 'messages') {
           // There may be more for the next pop parked in this line.
           ctx.notifier.room.wakeNext(params.queue, q.consumerGroup, params.partition ?? null);
-          return outcome.body;
+          return reply.type('application/json; charset=utf-8').send(outcome.body);
         }
         if (outcome.kind === 'paused') {
           reply.header('X-Queen-Pop-Paused', 'true');
