@@ -31,13 +31,11 @@ export interface KvListOptions {
   limit?: number;
 }
 
-const path = (namespace: string, key?: string) =>
-  `/api/v1/kv/${encodeURIComponent(namespace)}${key === undefined ? '' : `/${encodeURIComponent(key)}`}`;
-
 /**
- * The KV of one broker (PROTOCOL §6). Every failure rejects with a
- * QueenError carrying the broker's `code` (`VERSION_CONFLICT` has
- * `extra.currentVersion`, `KV_TYPE_MISMATCH`, `VALIDATION_FAILED`).
+ * The KV of one broker (PROTOCOL §6), called through the route table
+ * (`queen.api.kv*`), so the URLs and shapes are the protocol's. Every failure
+ * rejects with a QueenError carrying the broker's `code` (`VERSION_CONFLICT`
+ * has `extra.currentVersion`, `KV_TYPE_MISMATCH`, `VALIDATION_FAILED`).
  */
 export class KvClient {
   constructor(readonly queen: Queen) {}
@@ -45,7 +43,7 @@ export class KvClient {
   /** The live entry, or null when the key is absent or expired. */
   async get(namespace: string, key: string, options: { signal?: AbortSignal } = {}): Promise<KvEntry | null> {
     try {
-      return await this.queen.request<KvEntry>('GET', path(namespace, key), { idempotent: true, signal: options.signal });
+      return await this.queen.api.kvGet({ params: { namespace, key }, signal: options.signal });
     } catch (err) {
       if (err instanceof QueenError && err.code === 'KV_NOT_FOUND') return null;
       throw err;
@@ -55,7 +53,8 @@ export class KvClient {
   /** Writes value and expiry; `created` tells whether the key was absent. Retried only when it is a compare-and-set. */
   set(namespace: string, key: string, value: unknown, options: KvSetOptions & { signal?: AbortSignal } = {}): Promise<KvPutResult> {
     const { signal, ...body } = options;
-    return this.queen.request<KvPutResult>('PUT', path(namespace, key), {
+    return this.queen.api.kvPut({
+      params: { namespace, key },
       body: { value, ...body },
       // A resent CAS fails with VERSION_CONFLICT instead of writing twice; a plain set is idempotent in value.
       idempotent: true,
@@ -66,12 +65,13 @@ export class KvClient {
   /** Adds `by` (default 1); absent counts as 0. Never retried once sent: a resend would add twice. */
   incr(namespace: string, key: string, options: KvIncrOptions & { signal?: AbortSignal } = {}): Promise<KvIncrResult> {
     const { signal, ...body } = options;
-    return this.queen.request<KvIncrResult>('POST', `${path(namespace, key)}/incr`, { body, idempotent: false, signal });
+    return this.queen.api.kvIncr({ params: { namespace, key }, body, idempotent: false, signal });
   }
 
   /** Deletes the key; `deleted:false` when it was absent. */
   async delete(namespace: string, key: string, options: { expectedVersion?: number; signal?: AbortSignal } = {}): Promise<boolean> {
-    const out = await this.queen.request<{ deleted: boolean }>('DELETE', path(namespace, key), {
+    const out = await this.queen.api.kvDelete({
+      params: { namespace, key },
       query: { expectedVersion: options.expectedVersion },
       idempotent: true,
       signal: options.signal,
@@ -82,7 +82,7 @@ export class KvClient {
   /** One page of live keys in bytewise order; pass `nextAfter` as `after` for the next. */
   list(namespace: string, options: KvListOptions & { signal?: AbortSignal } = {}): Promise<KvListResult> {
     const { signal, ...query } = options;
-    return this.queen.request<KvListResult>('GET', path(namespace), { query, idempotent: true, signal });
+    return this.queen.api.kvList({ params: { namespace }, query, signal });
   }
 }
 

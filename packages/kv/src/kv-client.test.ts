@@ -34,6 +34,16 @@ describe('KV client', () => {
     expect(await queen.kv.delete(ns, 'a')).toBe(false);
   });
 
+  it('K1 a key with URL-reserved characters round-trips: the route table encodes each path part', async () => {
+    const ns = uniqueName('kc.enc');
+    const key = 'user/42?x=1#frag %2F ü';
+    await queen.kv.set(ns, key, 'v');
+    expect(await queen.kv.get(ns, key)).toMatchObject({ namespace: ns, key, value: 'v' });
+    expect(await queen.kv.incr(ns, `${key}:n`)).toMatchObject({ value: 1, applied: true });
+    expect((await queen.kv.list(ns, { prefix: 'user/' })).items.map((i) => i.key)).toEqual([key, `${key}:n`]);
+    expect(await queen.kv.delete(ns, key)).toBe(true);
+  });
+
   it('K2 a stale compare-and-set rejects with a typed VERSION_CONFLICT carrying currentVersion', async () => {
     const ns = uniqueName('kc2');
     const v1 = (await queen.kv.set(ns, 'k', 1)).version;
