@@ -79,6 +79,26 @@ describe('poison messages in streams', () => {
     expect(lines[0]).toMatch(/dead-lettered message 3 .* after 3 deliveries/);
   });
 
+  it('I13.5 the messages after a dead-lettered one follow at once, not when the lease expires', async () => {
+    const { src, sink, queryId } = await names('poison-next');
+    // A 60 s lease: the batch's lease must end with the dead letter, or the tail waits a minute.
+    await configureSource(b, src, { retryLimit: 0, leaseTime: 60 });
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .map((m) => {
+          if (m.data.n === 2) throw new Error('bad order 2');
+          return { n: m.data.n };
+        })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults, logger: { warn: () => undefined } }),
+    );
+    await push(b, src, Array.from({ length: 5 }, (_, i) => ({ n: i + 1 })));
+    const got = await collectUntil(b, sink, (all) => all.length >= 4, 10000, 300);
+    expect(got.map((m) => m.data.n)).toEqual([1, 3, 4, 5]);
+    expect((await dlqOf(src)).map((r) => r.offset)).toEqual(['2']);
+    expect(h.metrics()).toMatchObject({ messagesDeadLetteredTotal: 1, messagesTotal: 4 });
+  });
+
   it('I13.5 a reducer extractor that throws: default retryLimit 3 (four deliveries), the window totals exclude only the poison message', async () => {
     const { src, sink, queryId } = await names('poison-agg');
     // The queue default (3), not the suite's 100.
