@@ -9,10 +9,10 @@ const capacity = process.env.CAPACITY ? Number(process.env.CAPACITY) : 10;
 const refillPerSecond = process.env.REFILL_PER_SECOND ? Number(process.env.REFILL_PER_SECOND) : 20;
 const { handle, queen } = await runTenantRateLimit({ url, capacity, refillPerSecond, onError: (e) => console.error(e.message) });
 handle.on('cycle:commit', (c) => console.log(`admitted ${c.messages} request(s) of tenant ${c.partition}`));
-console.log(`tenant-rate-limit running against ${url} (query ${handle.queryUuid}, ${capacity} burst, ${refillPerSecond}/s per tenant)`);
-
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     void handle.stop().then(() => queen.close()).then(() => process.exit(0));
   });
 }
+// Last, once SIGTERM is handled: whoever waits for this line may stop it right away.
+console.log(`tenant-rate-limit running against ${url} (query ${handle.queryUuid}, ${capacity} burst, ${refillPerSecond}/s per tenant)`);

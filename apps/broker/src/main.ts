@@ -19,7 +19,6 @@ const log = pino({ level: process.env.QUEEN_LOG_LEVEL ?? 'info' });
 
 try {
   const broker = await startBroker({ logger: log, ...brokerComposition() });
-  log.info({ url: broker.url, database: broker.embedded ? `embedded PostgreSQL on port ${broker.embedded.port}` : 'DATABASE_URL' }, `Queen broker listening on ${broker.url}`);
   const timeoutMs = broker.ctx.config.shutdownTimeoutMs;
   let stopping = false;
   const stop = async (signal: string) => {
@@ -46,6 +45,8 @@ try {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // Last, once SIGTERM is handled: whoever waits for this line may stop the broker right away.
+  log.info({ url: broker.url, database: broker.embedded ? `embedded PostgreSQL on port ${broker.embedded.port}` : 'DATABASE_URL' }, `Queen broker listening on ${broker.url}`);
 } catch (err) {
   log.fatal({ err }, `broker failed to start: ${(err as Error).message}`);
   process.exit(1);

@@ -16,7 +16,8 @@ const handle = await Stream.from(queen.queue('orders'))
   .to(queen.queue('orders.per_month'))
   .run({ queryId: 'orders.per_month', url });
 
-console.log(`custom-window (orders per calendar month) running against ${url} (query ${handle.queryUuid})`);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => void handle.stop().then(() => queen.close()).then(() => process.exit(0)));
 }
+// Last, once SIGTERM is handled: whoever waits for this line may stop it right away.
+console.log(`custom-window (orders per calendar month) running against ${url} (query ${handle.queryUuid})`);

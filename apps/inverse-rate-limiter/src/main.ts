@@ -14,7 +14,6 @@ const limiter = runInverseRateLimiter({
   window: alignedWindow({ namespace: env.RL_NAMESPACE ?? 'rl', limit: Number(env.RL_LIMIT ?? 100), periodMs: Number(env.RL_PERIOD_MS ?? 1000) }),
   concurrency: Number(env.RL_CONCURRENCY ?? 1),
 });
-console.log(`inverse-rate-limiter: ${env.RL_SOURCE ?? 'jobs'} → ${env.RL_WORK ?? 'jobs.admitted'}, ${env.RL_LIMIT ?? 100} per ${env.RL_PERIOD_MS ?? 1000} ms per key`);
 const stop = async () => {
   await limiter.stop();
   await queen.close();
@@ -23,3 +22,5 @@ const stop = async () => {
 };
 process.on('SIGINT', () => void stop());
 process.on('SIGTERM', () => void stop());
+// Last, once SIGTERM is handled: whoever waits for this line may stop it right away.
+console.log(`inverse-rate-limiter: ${env.RL_SOURCE ?? 'jobs'} → ${env.RL_WORK ?? 'jobs.admitted'}, ${env.RL_LIMIT ?? 100} per ${env.RL_PERIOD_MS ?? 1000} ms per key`);

@@ -16,10 +16,10 @@ const handle = await Stream
 
 handle.on('window:flush', (f) => console.log(`flushed ${f.emits} window(s) of ${f.partition}`));
 handle.on('cycle:commit', (c) => c.emits > 0 && console.log(`closed ${c.emits} window(s) of ${c.partition}`));
-console.log(`orders-per-minute running against ${url} (query ${handle.queryUuid})`);
-
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     void handle.stop().then(() => queen.close()).then(() => process.exit(0));
   });
 }
+// Last, once SIGTERM is handled: whoever waits for this line may stop it right away.
+console.log(`orders-per-minute running against ${url} (query ${handle.queryUuid})`);
