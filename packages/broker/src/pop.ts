@@ -13,6 +13,8 @@ interface PopRow {
   id: string;
   transaction_id: string;
   trace_id: string | null;
+  /** Only read for messages with a trace_id (see TRACEPARENT below). */
+  traceparent: string | null;
   payload: unknown;
   encrypted: Buffer | null;
   producer_sub: string | null;
@@ -47,6 +49,13 @@ interface PopAnswer {
 }
 
 /**
+ * A claimed message's W3C trace context (migration 010). log_pop_v3 does not
+ * return it; it is read beside the row only for messages that carry a
+ * traceId (tracing clients set both), so an untraced pop never probes.
+ */
+const TRACEPARENT = `case when m.trace_id is not null then (select t.traceparent from queen.messages t where t.partition_id = m.partition_id and t.msg_offset = m.msg_offset) end`;
+
+/**
  * The pop statement, parsed once per connection (the hot path of every
  * consumer): the queue/partition lookup, the pause flag and
  * queen.log_pop_v3 in one round trip. PostgreSQL renders the messages array
@@ -78,7 +87,7 @@ const POP_SQL: NamedStatement = {
               (select partition_name from m order by ordinality limit 1) as first_name,
               case when not exists (select 1 from m where encrypted is not null) then
                 (select json_agg(x)::text from (
-                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", m.payload as data,
+                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", ${TRACEPARENT} as traceparent, m.payload as data,
                           m.producer_sub as "producerSub", m.created_at as "createdAt", m.partition_id as "partitionId",
                           m.partition_name as partition, $1::text as queue, $11::text as "leaseId", $3::text as "consumerGroup",
                           m.msg_offset::text as "offset", m.retry_count as "retryCount"
@@ -86,7 +95,7 @@ const POP_SQL: NamedStatement = {
               case when exists (select 1 from m where encrypted is not null) then
                 (select json_agg(json_build_object(
                    'partition_id', m.partition_id, 'partition_name', m.partition_name, 'msg_offset', m.msg_offset::text,
-                   'id', m.id, 'transaction_id', m.transaction_id, 'trace_id', m.trace_id, 'payload', m.payload,
+                   'id', m.id, 'transaction_id', m.transaction_id, 'trace_id', m.trace_id, 'traceparent', ${TRACEPARENT}, 'payload', m.payload,
                    'encrypted', encode(m.encrypted, 'base64'), 'producer_sub', m.producer_sub, 'created_at', m.created_at,
                    'retry_count', m.retry_count) order by m.ordinality) from m) end as rows`,
 };
@@ -124,6 +133,7 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     id: r.id,
     transactionId: r.transaction_id,
     traceId: r.trace_id,
+    traceparent: r.traceparent,
     data: data[i],
     producerSub: r.producer_sub,
     createdAt: r.created_at,

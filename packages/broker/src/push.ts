@@ -25,6 +25,8 @@ export interface AllocatorItem {
   encrypted?: string;
   transaction_id?: string;
   trace_id?: string;
+  /** W3C trace context (migration 010's column); absent for untraced messages. */
+  traceparent?: string;
 }
 
 /**
@@ -35,7 +37,7 @@ export interface AllocatorItem {
  */
 export async function allocatorItems(
   ctx: BrokerContext,
-  items: readonly { queue: string; partition: string; payload?: unknown; transactionId?: string; traceId?: string }[],
+  items: readonly { queue: string; partition: string; payload?: unknown; transactionId?: string; traceId?: string; traceparent?: string }[],
 ): Promise<AllocatorItem[]> {
   const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
   const encrypted = await encryptedQueues(ctx, items.map((i) => i.queue));
@@ -44,6 +46,7 @@ export async function allocatorItems(
     ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
     transaction_id: i.transactionId,
     trace_id: i.traceId,
+    traceparent: i.traceparent,
   }));
 }
 

@@ -32,6 +32,8 @@ export const poppedMessage = z.object({
   id: z.string(),
   transactionId: z.string(),
   traceId: z.string().nullable(),
+  /** Extension: the W3C trace context the message was pushed in (null when none; absent from brokers before it). */
+  traceparent: z.string().nullable().optional(),
   data: z.unknown(),
   producerSub: z.string().nullable(),
   createdAt: z.string(),

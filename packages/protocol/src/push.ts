@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { name255, queueName, uuid } from './values.js';
+import { name255, queueName, traceparent, uuid } from './values.js';
 
 /** One message to append. `partition` defaults to "Default"; a missing transactionId is generated (UUIDv7). */
 export const pushItem = z.object({
@@ -8,6 +8,8 @@ export const pushItem = z.object({
   payload: z.unknown().optional().transform((v) => (v === undefined ? null : v)),
   transactionId: name255.optional(),
   traceId: uuid.optional(),
+  /** Extension: the W3C trace context the message was sent in, handed to its consumers (tracing). */
+  traceparent: traceparent.optional(),
 });
 export type PushItem = z.infer<typeof pushItem>;
 

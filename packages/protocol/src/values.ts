@@ -21,6 +21,14 @@ export const name255 = z
 
 export const uuid = z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, 'must be a UUID');
 
+/**
+ * A W3C Trace Context `traceparent` (version 00: `00-<trace-id>-<parent-id>-<flags>`,
+ * lowercase hex). All-zero ids are invalid in the standard and refused here.
+ */
+export const traceparent = z
+  .string()
+  .regex(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/, 'must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)');
+
 /** Offsets travel as decimal strings of positive 64-bit integers. */
 export const offset = z.union([z.string().regex(/^[0-9]{1,19}$/, 'must be a decimal offset'), z.number().int().nonnegative()]).transform(String);
 
