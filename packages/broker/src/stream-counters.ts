@@ -4,7 +4,7 @@ import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 
 /** What this broker process counted for one stream query since it started. */
-export interface QueryCounts {
+interface QueryCounts {
   cycles: number;
   flushes: number;
   emitted: number;
@@ -20,7 +20,7 @@ export interface QueryCounts {
  * not), so this bounds memory against a caller inventing ids, not a real
  * deployment; past it new queries are not counted until a drop frees room.
  */
-export const STREAM_COUNTERS_MAX = 10_000;
+const STREAM_COUNTERS_MAX = 10_000;
 
 /**
  * Per-query cycle counters (BrokerContext.metrics.streamQueries), fed by the

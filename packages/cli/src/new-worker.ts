@@ -5,7 +5,7 @@ import { UsageError } from './usage.js';
 import { VERSION } from './version.js';
 
 /** One file to create, its path relative to the repository root. */
-export interface WorkerFile {
+interface WorkerFile {
   path: string;
   content: string;
 }
@@ -24,7 +24,7 @@ export const WORKER_ROOT_FILES = ['tsconfig.base.json', 'tools/bins-executable.m
  * bin and the start of queue names at once: lower-case words joined by
  * single dashes, 2 to 50 characters.
  */
-export function checkWorkerName(name: string): void {
+function checkWorkerName(name: string): void {
   if (!/^[a-z][a-z0-9]*(-[a-z0-9]+)*$/.test(name) || name.length < 2 || name.length > 50) {
     throw new UsageError(`a worker name is lower-case words joined by dashes (like "orders-per-hour"), 2 to 50 characters; got "${name}"`);
   }

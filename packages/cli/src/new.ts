@@ -6,7 +6,7 @@ import type { CliIO } from './io.js';
 import { WORKER_PARENT, WORKER_ROOT_FILES, workerFiles, workerNextSteps } from './new-worker.js';
 import { UsageError } from './usage.js';
 
-export interface NewArgs {
+interface NewArgs {
   /** What to create; `worker` is the one kind. */
   kind: string;
   name: string;

@@ -32,7 +32,7 @@ export type RouteCalls = {
 };
 
 /** Sends one request; the Queen client's `request`. */
-export type Send = <T>(method: string, path: string, options: RequestOptions) => Promise<T>;
+type Send = <T>(method: string, path: string, options: RequestOptions) => Promise<T>;
 
 /** `/api/v1/lease/:leaseId/extend` with `{leaseId: 'x'}` → `/api/v1/lease/x/extend` (each part URL-encoded). */
 export function routePath(spec: Pick<RouteSpec, 'url'>, params: Record<string, unknown> | undefined): string {

@@ -23,7 +23,7 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-export interface TransportOptions extends BackoffPolicy {
+interface TransportOptions extends BackoffPolicy {
   url: string;
   bearerToken?: string;
   timeoutMs: number;

@@ -8,7 +8,7 @@ interface RouteRef {
   level: AccessLevel;
 }
 
-export type RouteName = keyof typeof routes | keyof typeof adminRoutes | keyof typeof streamRoutes | keyof typeof kvRoutes | keyof typeof consoleRoutes;
+type RouteName = keyof typeof routes | keyof typeof adminRoutes | keyof typeof streamRoutes | keyof typeof kvRoutes | keyof typeof consoleRoutes;
 
 declare const QUEEN_ROUTES: Record<RouteName, RouteRef>;
 const ROUTES = QUEEN_ROUTES;
@@ -36,7 +36,7 @@ export function setToken(token: string): void {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
-export interface CallOptions {
+interface CallOptions {
   params?: Record<string, string>;
   query?: Record<string, string | number | undefined>;
   body?: unknown;

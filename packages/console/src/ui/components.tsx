@@ -2,7 +2,7 @@ import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api.js';
 
-export interface Polled<T> {
+interface Polled<T> {
   data: T | undefined;
   error: ApiError | Error | undefined;
   reload: () => void;

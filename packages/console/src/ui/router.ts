@@ -1,7 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 
 /** Where the page is: `#/queues/orders?partition=p1` → `{ parts: ['queues', 'orders'], query: {partition: 'p1'} }`. */
-export interface Location {
+interface Location {
   parts: string[];
   query: URLSearchParams;
 }

@@ -12,7 +12,7 @@ import type { WindowBounds } from '@queen-mq/core';
  * an interval expression (a wildcard, step, range or list in any of those
  * three, e.g. `0 * * * *`) fires on both occurrences and skips the gap.
  */
-export interface ExpressionBuckets {
+interface ExpressionBuckets {
   /** The one bucket containing `timestampMs`. */
   bucketOf(timestampMs: number): WindowBounds;
 }
