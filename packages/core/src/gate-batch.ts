@@ -17,21 +17,21 @@ export class GateEvalError extends Error {
   }
 }
 
-export interface PreparedGateBatch {
+interface PreparedGateBatch {
   perMessage: { message: SourceMessage; values: KeyedValue[] }[];
   /** State keys the gate will read (escaped user keys). */
   keys: string[];
 }
 
 /** An output of an allowed message, before the sink. */
-export interface GateOutput {
+interface GateOutput {
   identity: string;
   values: unknown[];
   message: SourceMessage;
   key: string;
 }
 
-export interface GateResult {
+interface GateResult {
   stateOps: StateOp[];
   outputs: GateOutput[];
   /** Messages allowed before the first deny (all of them when none denied). */
