@@ -204,16 +204,19 @@ describe('encryption at rest', () => {
     expect((await pop(q, 'batch=10&consumerGroup=a&autoAck=true')).body.messages.map((m: any) => m.data)).toEqual([secret('w1'), secret('w2')]);
   });
 
-  it('B46 corrupt bytes: readable messages before it are delivered and leased alone; the bad one answers 500 PAYLOAD_UNDECRYPTABLE and stays', async () => {
-    const q = uniqueName('b46c');
-    await configure(q, { encryptionEnabled: true });
-    await b.http('POST', '/api/v1/push', { items: [1, 2, 3].map((n) => ({ queue: q, payload: secret(`c${n}`) })) });
-    // One flipped ciphertext byte in the second message fails its GCM tag.
-    await b.sql.query(
+  /** Flips one ciphertext byte of the message at `offset`: its GCM tag no longer verifies. */
+  const corrupt = (q: string, offset: number) =>
+    b.sql.query(
       `update queen.messages m set encrypted = set_byte(m.encrypted, 14, (get_byte(m.encrypted, 14) + 1) % 256)
-        from queen.partitions p where p.id = m.partition_id and p.queue_name = $1 and m.msg_offset = 2`,
-      [q],
+        from queen.partitions p where p.id = m.partition_id and p.queue_name = $1 and m.msg_offset = $2`,
+      [q, offset],
     );
+
+  it('B46 corrupt bytes behind readable ones: those are delivered and leased alone; at the head the message is dead-lettered and the pop moves on', async () => {
+    const q = uniqueName('b46c');
+    await configure(q, { encryptionEnabled: true, leaseTime: 60 });
+    await b.http('POST', '/api/v1/push', { items: [1, 2, 3].map((n) => ({ queue: q, payload: secret(`c${n}`) })) });
+    await corrupt(q, 2);
     const g1 = await pop(q, 'batch=10');
     expect(g1.status).toBe(200);
     expect(g1.body.messages.map((m: any) => m.data)).toEqual([secret('c1')]);
@@ -223,12 +226,54 @@ describe('encryption at rest', () => {
     expect(ack.body[0].success, JSON.stringify(ack.body)).toBe(true);
     expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '1', lease_id: null });
 
-    for (const params of ['batch=10', 'batch=10&autoAck=true']) {
-      const bad = await pop(q, params);
-      expect(bad.status).toBe(500);
-      expect(bad.body.code).toBe('PAYLOAD_UNDECRYPTABLE');
-      expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '1', lease_id: null });
-    }
+    // Now the head: dead-lettered, and the same pop delivers the message after it.
+    const g2 = await pop(q, 'batch=10');
+    expect(g2.status).toBe(200);
+    expect(g2.body.messages.map((m: any) => [m.offset, m.data])).toEqual([['3', secret('c3')]]);
+    expect(await cursor(q, '__QUEUE_MODE__')).toMatchObject({ cursor_offset: '2', lease_last_offset: '3' });
+    const dlq = await b.http('GET', `/api/v1/dlq?queue=${q}`);
+    expect(dlq.body.total).toBe(1);
+    expect(dlq.body.messages[0]).toMatchObject({ offset: '2', consumerGroup: '__QUEUE_MODE__', data: null });
+    expect(dlq.body.messages[0].errorMessage).toMatch(/^PAYLOAD_UNDECRYPTABLE: /);
+  });
+
+  it('B46 a corrupt head never starves its partition: partitions=1 pops, pinned pops, autoAck and long-polls all move on; each group dead-letters it once', async () => {
+    const q = uniqueName('b46s');
+    await configure(q, { encryptionEnabled: true, leaseTime: 60 });
+    await b.http('POST', '/api/v1/push', { items: [1, 2, 3, 4].map((n) => ({ queue: q, payload: secret(`s${n}`) })) });
+    await corrupt(q, 1);
+    await corrupt(q, 2);
+    // A run of two at the head, batch=1: dead-lettered in one pop, which then delivers offset 3.
+    const one = await pop(q, 'batch=1&partitions=1&consumerGroup=g1');
+    expect(one.status).toBe(200);
+    expect(one.body.messages.map((m: any) => m.offset)).toEqual(['3']);
+    const pinned = await b.http('GET', `/api/v1/pop/queue/${q}/partition/Default?batch=10&consumerGroup=g2`);
+    expect(pinned.status).toBe(200);
+    expect(pinned.body.messages.map((m: any) => m.offset)).toEqual(['3', '4']);
+    const auto = await pop(q, 'batch=10&autoAck=true&consumerGroup=g3');
+    expect(auto.body.messages.map((m: any) => m.data)).toEqual([secret('s3'), secret('s4')]);
+    expect(await cursor(q, 'g3')).toMatchObject({ cursor_offset: '4', lease_id: null });
+    const waited = await pop(q, 'batch=10&wait=true&timeout=5000&consumerGroup=g4');
+    expect(waited.body.messages.map((m: any) => m.offset)).toEqual(['3', '4']);
+    // Nothing was lost: every group's entries are in the DLQ, with their bytes.
+    const dlq = await b.http('GET', `/api/v1/dlq?queue=${q}&limit=100`);
+    expect(dlq.body.messages.map((m: any) => `${m.consumerGroup}:${m.offset}`).sort()).toEqual(
+      ['g1:1', 'g1:2', 'g2:1', 'g2:2', 'g3:1', 'g3:2', 'g4:1', 'g4:2'],
+    );
+    // Again: those groups are past it, nothing is dead-lettered twice.
+    expect((await pop(q, 'batch=10&consumerGroup=g3&autoAck=true')).status).toBe(204);
+    expect((await b.http('GET', `/api/v1/dlq?queue=${q}&limit=100`)).body.total).toBe(8);
+    const text = (await b.http('GET', '/metrics')).body as string;
+    expect(text).toContain(`queen_dlq_messages_total{queue="${q}"} 8`);
+  });
+
+  it('B46 a broker without the key never dead-letters: the message stays for a broker with it', async () => {
+    const q = uniqueName('b46m');
+    await configure(q, { encryptionEnabled: true });
+    await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: secret('m1') }] });
+    for (let i = 0; i < 3; i++) expect((await pop(q, 'batch=10', plain)).status).toBe(503);
+    expect((await b.http('GET', `/api/v1/dlq?queue=${q}`)).body.total).toBe(0);
+    expect((await pop(q)).body.messages[0].data).toEqual(secret('m1'));
   });
 
   it('B46 a plaintext timer due for a queue encrypted since is never fired as plaintext: held without a key, encrypted and fired by a broker with it', async () => {

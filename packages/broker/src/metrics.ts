@@ -178,7 +178,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     duplicates: new Counter({ name: 'queen_messages_duplicate_total', help: 'Pushed items answered duplicate', labelNames: ['queue'], registers }),
     delivered: new Counter({ name: 'queen_messages_delivered_total', help: 'Messages returned by pops', labelNames: ['queue'], registers }),
     acked: new Counter({ name: 'queen_messages_acked_total', help: 'Ack items applied, by status', labelNames: ['queue', 'status'], registers }),
-    deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered by acks', labelNames: ['queue'], registers }),
+    deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered (by acks, and by pops that cannot decrypt the head of a partition)', labelNames: ['queue'], registers }),
     leaseExpired: new Counter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
     streamQueries,

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { popQuery, QueenError, routes, type PopQuery, type PoppedMessage } from '@queen-mq/protocol';
+import { popQuery, routes, type PopQuery, type PoppedMessage } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
-import { tryReadPayload, type UnreadableReason } from './encryption.js';
+import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from './http.js';
 
 interface PopRow {
@@ -25,7 +25,7 @@ interface PopRow {
 }
 
 /** A pop's answer: the body as JSON text (built by PostgreSQL on the common path), and how many messages it carries. */
-type PopOutcome = { kind: 'messages'; body: string; count: number } | { kind: 'empty' } | { kind: 'paused' };
+type PopOutcome = { kind: 'messages'; body: string; count: number } | { kind: 'empty' } | { kind: 'paused' } | { kind: 'dead-lettered' };
 
 function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
   if (q.subscriptionFrom && q.subscriptionFrom !== 'now') return { mode: 'timestamp', start: q.subscriptionFrom };
@@ -127,7 +127,9 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     return { kind: 'messages', count: a.count, body: popBody(queue, a.first_name!, a.first_id!, wireLease, q.consumerGroup, a.claimed, a.messages) };
   }
   const claimed: PopRow[] = a.rows!.map((r) => ({ ...r, encrypted: r.encrypted === null ? null : Buffer.from(r.encrypted, 'base64'), lease_expired: 0 }));
-  const { delivered, data } = await readableRows(ctx, claimed, q, leaseId);
+  const { delivered, data, deadLettered } = await readableRows(ctx, queue, claimed, q, leaseId);
+  // Only undeliverable messages, now dead-lettered (pop-unreadable.ts): the partition has moved on, claim again.
+  if (delivered.length === 0 && deadLettered > 0) return { kind: 'dead-lettered' };
   ctx.metrics.delivered.inc({ queue }, delivered.length);
   const messages: PoppedMessage[] = delivered.map((r, i) => ({
     id: r.id,
@@ -148,48 +150,6 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   const first = delivered[0]!;
   const partitions = new Set(delivered.map((r) => r.partition_id)).size;
   return { kind: 'messages', count: messages.length, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitions, JSON.stringify(messages)) };
-}
-
-/**
- * The claimed rows this pop may deliver, with their payloads. Encryption
- * never downgrades: a payload this broker cannot decrypt (no key, wrong key,
- * corrupt bytes) is never delivered as null. Per partition the messages from
- * the first unreadable one on are handed back (queen.log_pop_return_v1: the
- * lease shrinks or ends, an autoAck cursor steps back), and when nothing is
- * left to deliver the pop answers ENCRYPTION_KEY_MISSING (503) or
- * PAYLOAD_UNDECRYPTABLE (500) naming the message, which stays in place.
- */
-async function readableRows(ctx: BrokerContext, rows: PopRow[], q: PopQuery, leaseId: string): Promise<{ delivered: PopRow[]; data: unknown[] }> {
-  const delivered: PopRow[] = [];
-  const data: unknown[] = [];
-  const stopped = new Map<string, { from: string; last: string; reason: UnreadableReason; row: PopRow }>();
-  for (const r of rows) {
-    const stop = stopped.get(r.partition_id);
-    if (stop) {
-      stop.last = r.msg_offset;
-      continue;
-    }
-    const read = tryReadPayload(ctx, r);
-    if ('data' in read) {
-      delivered.push(r);
-      data.push(read.data);
-    } else stopped.set(r.partition_id, { from: r.msg_offset, last: r.msg_offset, reason: read.unreadable, row: r });
-  }
-  if (stopped.size === 0) return { delivered, data };
-  const items = [...stopped].map(([partitionId, s]) => ({ partitionId, from: s.from, last: s.last }));
-  await ctx.db.query('select queen.log_pop_return_v1($1, $2, $3, $4::jsonb)', [q.consumerGroup, leaseId, q.autoAck, JSON.stringify(items)]);
-  const [first] = stopped.values();
-  const where = { queue: first!.row.partition_name, partitionId: first!.row.partition_id, offset: first!.from, transactionId: first!.row.transaction_id };
-  ctx.log.error({ ...where, reason: first!.reason }, 'encrypted payload cannot be read on this broker: not delivered, left in place');
-  if (delivered.length > 0) return { delivered, data };
-  if (first!.reason === 'missing') {
-    throw new QueenError('ENCRYPTION_KEY_MISSING', `Message ${where.transactionId} is encrypted but QUEEN_ENCRYPTION_KEY is not set on this broker; it was not delivered and stays in place`, {
-      extra: { partitionId: where.partitionId, transactionId: where.transactionId },
-    });
-  }
-  throw new QueenError('PAYLOAD_UNDECRYPTABLE', `Message ${where.transactionId} does not decrypt with this broker's key (wrong key or corrupt bytes); it was not delivered and stays in place`, {
-    extra: { partitionId: where.partitionId, transactionId: where.transactionId },
-  });
 }
 
 /**
@@ -216,6 +176,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           ctx.notifier.room.wakeNext(params.queue, q.consumerGroup, params.partition ?? null);
           return reply.type('application/json; charset=utf-8').send(outcome.body);
         }
+        if (outcome.kind === 'dead-lettered') continue;
         if (outcome.kind === 'paused') {
           reply.header('X-Queen-Pop-Paused', 'true');
           return reply.code(204).send();

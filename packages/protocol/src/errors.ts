@@ -27,7 +27,7 @@ export const errorCatalogue = {
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'A request body must be Content-Type: application/json' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error' },
-  PAYLOAD_UNDECRYPTABLE: { status: 500, message: 'A stored encrypted payload does not decrypt with this broker\'s key (wrong key or corrupt bytes); it was not delivered and stays in place' },
+  PAYLOAD_UNDECRYPTABLE: { status: 500, message: 'A stored encrypted payload does not decrypt with this broker\'s key (wrong key or corrupt bytes); it was not delivered (a pop dead-letters such a message when it is the head of its partition)' },
   DB_UNAVAILABLE: { status: 503, message: 'Database unavailable' },
   ENCRYPTION_KEY_MISSING: { status: 503, message: 'The queue has encryptionEnabled but QUEEN_ENCRYPTION_KEY is not set on this broker; nothing was stored or delivered' },
   NOT_READY: { status: 503, message: 'Not ready' },
