@@ -4,6 +4,7 @@ import type { QueueHandle } from './queue-handle.js';
 import { parseOptions } from '@queen-mq/protocol';
 import { backoffDelay, sleep } from './retry.js';
 import { consumeOptionsSchema } from './options.js';
+import { consumerParent, inSpan, startMessagingSpan, tracingEnabled } from './tracing.js';
 
 export type MessageHandler = (message: PoppedMessage) => unknown | Promise<unknown>;
 export type BatchHandler = (messages: PoppedMessage[]) => unknown | Promise<unknown>;
@@ -68,9 +69,31 @@ export function consume(queue: QueueHandle, handler: MessageHandler | BatchHandl
   if (options.signal?.aborted) stopper.abort();
   options.signal?.addEventListener('abort', onSignal, { once: true });
 
+  /**
+   * The handler over `batch`, inside a `process` span when tracing: its
+   * parent is the (first) message's creation context, so the handler's own
+   * spans continue the producer's trace.
+   */
+  function run(batch: PoppedMessage[], call: () => unknown, tracing: boolean): unknown {
+    if (!tracing) return call();
+    const first = batch[0]!;
+    const { parent, links } = consumerParent(batch);
+    const span = startMessagingSpan({
+      operation: 'process',
+      queue: first.queue,
+      count: batch.length,
+      consumerGroup: options.consumerGroup,
+      ...(batch.length === 1 ? { messageId: first.id, partitionId: first.partitionId } : {}),
+      parent,
+      links,
+    });
+    return inSpan(span, call);
+  }
+
   async function settle(response: PopResponse): Promise<void> {
     const messages = response.messages;
     const acks: AckInput[] = [];
+    const tracing = tracingEnabled();
     if (each) {
       // Per partition, in offset order; a throw stops that partition only.
       const byPartition = new Map<string, PoppedMessage[]>();
@@ -82,7 +105,7 @@ export function consume(queue: QueueHandle, handler: MessageHandler | BatchHandl
       for (const group of byPartition.values()) {
         for (const m of group) {
           try {
-            await (handler as MessageHandler)(m);
+            await run([m], () => (handler as MessageHandler)(m), tracing);
             acks.push({ ...m, status: 'completed' });
           } catch (err) {
             onError(err, [m]);
@@ -93,7 +116,7 @@ export function consume(queue: QueueHandle, handler: MessageHandler | BatchHandl
       }
     } else {
       try {
-        await (handler as BatchHandler)(messages);
+        await run(messages, () => (handler as BatchHandler)(messages), tracing);
         for (const m of messages) acks.push({ ...m, status: 'completed' });
       } catch (err) {
         onError(err, messages);

@@ -7,3 +7,5 @@ export { QueenError, type ErrorCode, type PopResponse, type PoppedMessage, type 
 export { TransactionBuilder, type TransactionResult, type TransactionPushResult, type TransactionAckResult, type TransactionAckOptions, type TransactionKvOp, type TimerInput, type QueueRef } from './transaction.js';
 export { queenOptionsSchema, consumeOptionsSchema } from './options.js';
 export { routeTable, routePath, callRoute, type RouteCalls, type RouteCallName, type RouteInput, type RouteOutput, type RouteTable } from './route-calls.js';
+// The client's tracing helpers, shared with @queen-mq/core's runner spans (one set of attributes, one off switch).
+export { tracingEnabled, startMessagingSpan, endSpan, traceparentOf, traceIdAsUuid, consumerParent, type MessagingSpan, type MessagingOperation } from './tracing.js';

@@ -5,6 +5,7 @@ import { routeCalls, type RouteCalls } from './route-calls.js';
 import { QueueHandle } from './queue-handle.js';
 import { TransactionBuilder } from './transaction.js';
 import { Transport, type RequestOptions } from './transport.js';
+import { inSpan, startMessagingSpan, tracingEnabled } from './tracing.js';
 
 /** Options of {@link Queen} (schema: `queenOptionsSchema`; an unknown or mistyped option throws VALIDATION_FAILED). */
 export interface QueenOptions {
@@ -120,10 +121,18 @@ export class Queen {
       ...(i.leaseId ? { leaseId: i.leaseId } : {}),
       ...((i.error ?? options.error) !== undefined ? { error: i.error ?? options.error } : {}),
     }));
-    if (wire.length === 1) {
-      return this.api.ack({ body: { ...wire[0]!, ...(consumerGroup ? { consumerGroup } : {}) }, idempotent: true, signal: options.signal }) as Promise<AckResult[]>;
-    }
-    return this.api.ackBatch({ body: { ...(consumerGroup ? { consumerGroup } : {}), acknowledgments: wire }, idempotent: true, signal: options.signal }) as Promise<AckResult[]>;
+    const send = () =>
+      (wire.length === 1
+        ? this.api.ack({ body: { ...wire[0]!, ...(consumerGroup ? { consumerGroup } : {}) }, idempotent: true, signal: options.signal })
+        : this.api.ackBatch({ body: { ...(consumerGroup ? { consumerGroup } : {}), acknowledgments: wire }, idempotent: true, signal: options.signal })) as Promise<AckResult[]>;
+    if (!tracingEnabled()) return send();
+    // Popped messages name their queue; plain AckInputs may not.
+    const queue = (list[0] as { queue?: unknown }).queue;
+    const span = startMessagingSpan({ operation: 'ack', queue: typeof queue === 'string' ? queue : undefined, count: list.length, consumerGroup });
+    return inSpan(span, send, (results, s) => {
+      const refused = results.filter((r) => !r.success).length;
+      if (refused > 0) s.setAttribute('queen.ack.refused_count', refused);
+    });
   }
 
   /**

@@ -3,6 +3,7 @@ import type { SourceMessage } from './source-message.js';
 import type { CycleAck, CyclePushItem, CycleResponse, StateOp } from './wire.js';
 import type { RunnerContext } from './runner-context.js';
 import type { EffectsDone } from './sink-output.js';
+import { traceCommit } from './tracing.js';
 
 // The one commit path of the runner: every cycle (window, gate, stateless)
 // and every idle flush sends its state ops, pushes and ack through
@@ -72,15 +73,18 @@ export function cycleFailure(res: CycleResponse): QueenError {
  * rejects (the caller's phase reports it).
  */
 export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitResult> {
-  const res = await rt.api.cycle({
-    query_id: rt.queryId,
-    partition_id: c.partitionId,
-    consumer_group: rt.consumerGroup,
-    state_ops: c.stateOps,
-    push_items: c.pushItems,
-    ack: c.ack,
-    ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
-  });
+  // Traced, the push items carry the commit's push span as their traceparent (tracing.ts).
+  const res = await traceCommit(rt, c, (pushItems) =>
+    rt.api.cycle({
+      query_id: rt.queryId,
+      partition_id: c.partitionId,
+      consumer_group: rt.consumerGroup,
+      state_ops: c.stateOps,
+      push_items: pushItems,
+      ack: c.ack,
+      ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
+    }),
+  );
   if (res.success) {
     c.onCommitted?.();
     const counts = { partitionId: c.partitionId, partition: c.partition, stateOps: c.stateOps.length, pushes: c.pushItems.length, emits: c.emits };

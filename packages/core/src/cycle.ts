@@ -9,6 +9,7 @@ import { messageIdentity } from './transaction-id.js';
 import { failPoisonMessage, poisonIndex } from './poison.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { windowCycle } from './window-cycle.js';
+import { traceCycle } from './tracing.js';
 
 export type { PartitionBatch } from './commit.js';
 
@@ -32,7 +33,12 @@ function shapeCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions
  * in the next pop. Effects of a foreach sink run once per emit across all
  * the recomputations of this batch.
  */
-export async function processPartitionBatch(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+export function processPartitionBatch(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
+  // Traced, the cycle is a `process` span, parented by the batch's first traced message.
+  return traceCycle(rt, batch, () => processBatch(rt, batch));
+}
+
+async function processBatch(rt: RunnerContext, batch: PartitionBatch): Promise<void> {
   const effectsDone: EffectsDone = new Set();
   let messages = batch.messages;
   let poison: { message: SourceMessage; error: Error } | undefined;
