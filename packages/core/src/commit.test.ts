@@ -43,7 +43,7 @@ async function setup() {
     api,
     locks: new PartitionLocks(),
     events: emitter,
-    metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0 },
+    metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0, emitsDeadLetteredTotal: 0 },
     touched: new Map(),
     clock: new BrokerClock(),
     logger: console,

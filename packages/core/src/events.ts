@@ -14,6 +14,12 @@ export interface RunnerEvents {
    * `error` is the text stored in the DLQ row. The partition moved on.
    */
   'message:dead-lettered': { partitionId: string; partition: string; offset: string; transactionId: string; deliveries: number; error: string };
+  /**
+   * A closed window's post-window operator (or the sink's mapping) threw on
+   * its value: the window closed, and instead of its sink items a record
+   * went to `queue` (`streams.<query>.dead-letters`) in the same commit.
+   */
+  'emit:dead-lettered': { partitionId: string; partition: string; key: string; windowStart: number; windowEnd: number; queue: string; error: string };
 }
 
 export type RunnerEventName = keyof RunnerEvents;

@@ -2,10 +2,9 @@ import { QueenError, type Queen } from '@queen-mq/client';
 import type { RunnerContext, TouchedPartition } from './runner-context.js';
 import { rowsByKey } from './state-api.js';
 import { storedWatermark, flushRipeRows, nextRipeAt } from './window-batch.js';
-import { emitOutputs } from './window-cycle.js';
+import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
 import { commitCycle } from './commit.js';
 import { sleep } from './sleep.js';
-import { sinkOutputs } from './sink-output.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 
 /**
@@ -87,8 +86,8 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     if (touched) nextRipeHint.set(touched, next);
     return;
   }
-  const outputs = emitOutputs(rt, partitionId, partition, fold.emits);
-  const pushItems = await sinkOutputs(plan, rt.queryId, partitionId, outputs);
+  // A post-window operator that throws dead-letters that emit only (emit-dead-letter.ts).
+  const { pushItems, dead } = await windowEmitItems(rt, partitionId, partition, fold.emits);
   // A flush that lost a race (VERSION_CONFLICT) pushed nothing: the next tick or cycle closes the window.
   await commitCycle(rt, {
     partitionId,
@@ -99,6 +98,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     messages: 0,
     emits: fold.emits.length,
     onCommitted() {
+      reportDeadEmits(rt, dead);
       if (next === Infinity) forget();
       else if (touched) nextRipeHint.set(touched, next);
     },

@@ -33,6 +33,8 @@ export interface RunMetrics {
   poisonRetriesTotal: number;
   /** Poison messages dead-lettered (retryLimit exhausted); each also logged and emitted as `message:dead-lettered`. */
   messagesDeadLetteredTotal: number;
+  /** Window emits dead-lettered (a post-window operator or the sink's mapping threw); each also logged and emitted as `emit:dead-lettered`. */
+  emitsDeadLetteredTotal: number;
 }
 
 /** Where the runner writes its log lines (a pino logger fits; default `console`). */

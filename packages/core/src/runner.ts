@@ -64,6 +64,7 @@ function zeroMetrics(): RunMetrics {
     gateDenialsTotal: 0,
     poisonRetriesTotal: 0,
     messagesDeadLetteredTotal: 0,
+    emitsDeadLetteredTotal: 0,
   };
 }
 

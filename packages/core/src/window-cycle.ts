@@ -1,9 +1,8 @@
 import type { RunnerContext } from './runner-context.js';
 import type { StateRow } from './wire.js';
 import { rowsByKey } from './state-api.js';
-import { runPostStages } from './pre-ops.js';
-import { sinkOutputs, type SinkOutput } from './sink-output.js';
-import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBatch, type WindowEmit } from './window-batch.js';
+import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
+import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBatch } from './window-batch.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
 
@@ -32,8 +31,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       return 'none';
     }
     const fold = foldWindowBatch(plan, prepared, read.stored, read.ripeRows, read.clock);
-    const outputs = emitOutputs(rt, batch.partitionId, batch.partition, fold.emits);
-    const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs, opts.effectsDone);
+    const { pushItems, dead } = await windowEmitItems(rt, batch.partitionId, batch.partition, fold.emits, opts.effectsDone);
     const result = await commitCycle(rt, {
       partitionId: batch.partitionId,
       partition: batch.partition,
@@ -46,17 +44,10 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       onCommitted() {
         rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local() });
         rt.metrics.lateEventsTotal += fold.lateDropped;
+        reportDeadEmits(rt, dead);
       },
     });
     return outcomeOf(result);
-  });
-}
-
-/** Window emits as sink outputs: each runs the post-window operators with its window in the context. */
-export function emitOutputs(rt: RunnerContext, partitionId: string, partition: string, emits: readonly WindowEmit[]): SinkOutput[] {
-  return emits.map((e) => {
-    const ctx = { partition, partitionId, key: e.userKey, windowKey: e.windowKey, windowStart: e.windowStart, windowEnd: e.windowEnd };
-    return { identity: e.identity, values: runPostStages(rt.plan.post, e.value, ctx), ctx };
   });
 }
 
