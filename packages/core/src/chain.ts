@@ -102,7 +102,8 @@ export function checkWindowPlugin(plugin: WindowPlugin): string {
 /**
  * The chain's STRUCTURE as JSON (S5): operator kinds in order, window shape,
  * reducer kind and aggregate field names, sink shape, eventTime presence,
- * allowedLateness and onLate. Never closures, idleFlushMs or gracePeriod:
+ * allowedLateness and onLate (a late sink by kind and shape). Never closures,
+ * idleFlushMs or gracePeriod:
  * those can change on a redeploy without invalidating stored accumulators.
  */
 export function chainStructure(chain: readonly ChainStage[]): Json {
@@ -117,7 +118,8 @@ export function chainStructure(chain: readonly ChainStage[]): Json {
           shape: s.plugin.shape ?? null,
           eventTime: s.options.eventTime !== undefined,
           allowedLateness: s.options.allowedLateness,
-          onLate: s.options.onLate,
+          // A late sink is structure like the main sink (where late records go); the strings keep their old hashes.
+          onLate: s.options.lateSink ? { sink: s.options.lateSink.kind, shape: s.options.lateSink.shape ?? null } : s.options.onLate,
         };
       case 'reduce':
         return { op: s.reducer.kind, fields: [...s.reducer.fields] };

@@ -7,6 +7,8 @@ export type {
   MergingWindowPlugin,
   MergedWindow,
   WindowOptions,
+  LateOption,
+  LateRecord,
   EventTimeValue,
   OperatorContext,
   TransformStage,

@@ -9,6 +9,7 @@ import {
   userStep,
   watermarkOps,
   type FoldResult,
+  type LateContribution,
   type PreparedWindowBatch,
   type WindowEmit,
   type WindowPlan,
@@ -110,7 +111,7 @@ function mergeInto(plugin: MergingWindowPlugin, open: readonly OpenWindow[], w: 
  * Then a window closes when the clock is strictly past `windowEnd + grace`
  * (the end is inclusive: an event at exactly windowEnd still extends it). An
  * event that joins no open window and whose own window ended before the
- * stored watermark is late (drop / include).
+ * stored watermark is late (drop / include / the onLate sink).
  */
 export function foldMergingBatch(
   plan: WindowPlan,
@@ -125,6 +126,7 @@ export function foldMergingBatch(
   const oldWm = options.eventTime ? storedWatermark(stored) : undefined;
   const working = new Map<string, { userKey: string; version: number; windows: OpenWindow[] }>();
   const late = new Map<string, { acc: any; start: number; end: number; userKey: string; newestOffset: string }>();
+  const lateContributions: LateContribution[] = [];
   let lateDropped = 0;
 
   for (const entry of prepared.entries) {
@@ -140,7 +142,8 @@ export function foldMergingBatch(
       const { target, members } = mergeInto(plugin, row.windows, w);
       if (members.length === 0 && oldWm !== undefined && w.end < oldWm) {
         wasLate = true;
-        if (options.onLate === 'include') {
+        if (options.onLate === 'sink') lateContributions.push({ windowKey: windowStateKey(tag, w.start, entry.userKey), entry, window: w, watermarkMs: oldWm });
+        else if (options.onLate === 'include') {
           const lateKey = windowStateKey(tag, w.start, entry.userKey);
           let l = late.get(lateKey);
           if (!l) {
@@ -163,7 +166,7 @@ export function foldMergingBatch(
       row.windows.push({ start: target.start, end: target.end, last, acc });
       row.windows.sort((a, b) => a.start - b.start);
     }
-    if (wasLate && options.onLate === 'drop') lateDropped += 1;
+    if (wasLate && options.onLate !== 'include') lateDropped += 1;
   }
 
   const ripe = ripeAfter(clock, options.gracePeriodMs);
@@ -183,14 +186,14 @@ export function foldMergingBatch(
     emits.push({ identity: lateIdentity(key, l.newestOffset), windowKey: key, windowStart: l.start, windowEnd: l.end, userKey: l.userKey, value: reducer.result(l.acc) });
   }
   stateOps.push(...watermarkOps(plan, stored, clock, oldWm));
-  return { stateOps, emits, lateDropped };
+  return { stateOps, emits, lateDropped, late: lateContributions };
 }
 
 /** An idle flush of merging rows: every open window strictly past `ripeAtOrBefore` closes. */
 export function flushMergingRows(plan: WindowPlan, rows: readonly StateRow[], ripeAtOrBefore: number): FoldResult {
   const { stateOps, emits } = closeMergingRows(plan, rows, (end) => end < ripeAtOrBefore);
   emits.sort(compareEmits);
-  return { stateOps, emits, lateDropped: 0 };
+  return { stateOps, emits, lateDropped: 0, late: [] };
 }
 
 /** The `ripe_at_or_before` values at which each open window of a merging row ripens (its end + 1: ends are inclusive). */

@@ -100,10 +100,47 @@ export interface WindowOptions<T = any> {
   gracePeriod?: number;
   /** Event time only: seconds the watermark trails the newest event time. Default 0. */
   allowedLateness?: number;
-  /** Event time only: what happens to an event whose window ended at or before the watermark. Default `'drop'`. */
-  onLate?: 'drop' | 'include';
+  /**
+   * Event time only: what happens to an event whose window ended at or before
+   * the watermark: dropped, emitted at once as a window of its own, or handed
+   * to a sink plugin as a {@link LateRecord} (pushed in the same cycle
+   * transaction as everything else). Default `'drop'`.
+   */
+  onLate?: LateOption;
   /** Event-time extractor; without it windows bucket on the broker's createdAt. */
   eventTime?: (value: T) => EventTimeValue | null | undefined;
+}
+
+/** What `onLate` takes: drop, include, or a sink plugin that receives each late event as a {@link LateRecord}. */
+export type LateOption = 'drop' | 'include' | SinkPlugin;
+
+/**
+ * What an `onLate` sink receives for each late contribution: one source value
+ * that was NOT folded into a window because that window had already closed
+ * (its end at or before the watermark). An event late for several windows
+ * (sliding) gives one record per window it missed; one on time for some of
+ * its windows is folded into those and recorded for the others only.
+ */
+export interface LateRecord {
+  /** The query's name (`run({ queryId })`). */
+  queryId: string;
+  /** Source partition name and id. */
+  partition: string;
+  partitionId: string;
+  /** Source offset of the message the value came from. */
+  offset: string;
+  /** The state key: the keyBy result, else the source partition id. */
+  key: string;
+  /** The event time the window was assigned from, epoch ms. */
+  eventTimeMs: number;
+  /** The window the value missed, epoch ms (`end` exclusive, inclusive for a merging window). */
+  window: WindowBounds;
+  /** The watermark the event was judged against (the partition's, before its batch), epoch ms. */
+  watermarkMs: number;
+  /** `watermarkMs − window.end`: how far (in event time) the watermark had passed the window's end (≥ 0). */
+  latenessMs: number;
+  /** The value as it reached the window (the message payload after the operators before the window). */
+  value: unknown;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { CompiledQuery } from './compile.js';
-import type { OperatorContext } from './plugins.js';
+import type { OperatorContext, SinkPlugin } from './plugins.js';
 import type { CyclePushItem } from './wire.js';
 import { payloadOf } from './source-message.js';
 import { sinkTransactionId } from './transaction-id.js';
@@ -20,6 +20,12 @@ export interface SinkOutput {
  */
 export type EffectsDone = Set<string>;
 
+/** A sink plugin: a kind, and push items (exactly-once) or an effect (at-least-once). */
+export function isSinkPlugin(value: unknown): value is SinkPlugin {
+  const v = value as Partial<SinkPlugin> | null;
+  return !!v && typeof v === 'object' && typeof v.kind === 'string' && v.kind !== '' && (typeof v.toPushItems === 'function' || typeof v.effect === 'function');
+}
+
 /**
  * Turns outputs into the cycle's push items, each with its deterministic
  * transactionId (outputIndex numbers the items of one emit), or runs the
@@ -33,7 +39,20 @@ export async function sinkOutputs(
   outputs: readonly SinkOutput[],
   effectsDone?: EffectsDone,
 ): Promise<CyclePushItem[]> {
-  const sink = plan.sink;
+  return sinkPushItems(plan.sink, queryId, partitionId, outputs, effectsDone);
+}
+
+/**
+ * {@link sinkOutputs} for any sink of the chain: the `.to()` sink, or the
+ * window's `onLate` sink (late records).
+ */
+export async function sinkPushItems(
+  sink: SinkPlugin | undefined,
+  queryId: string,
+  partitionId: string,
+  outputs: readonly SinkOutput[],
+  effectsDone?: EffectsDone,
+): Promise<CyclePushItem[]> {
   const items: CyclePushItem[] = [];
   if (!sink) return items;
   for (const out of outputs) {

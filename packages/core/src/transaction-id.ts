@@ -21,3 +21,12 @@ export function messageIdentity(offset: string): string {
 export function lateIdentity(windowKey: string, newestOffset: string): string {
   return `${windowKey}${SEP}late${SEP}${newestOffset}`;
 }
+
+/**
+ * Identity of a late record handed to an `onLate` sink: the state key of the
+ * window it missed plus `␟late-record␟<source offset>` (one per window and
+ * message; never the identity of a window emit or of an 'include' re-emit).
+ */
+export function lateRecordIdentity(windowKey: string, offset: string): string {
+  return `${windowKey}${SEP}late-record${SEP}${offset}`;
+}

@@ -14,6 +14,7 @@ import {
   userStep,
   watermarkOps,
   type FoldResult,
+  type LateContribution,
   type PreparedWindowBatch,
   type SkippedMessage,
   type WindowEmit,
@@ -100,8 +101,9 @@ interface WorkingRow {
  * read from state, closes every window ripe at `clock` (`windowEnd + grace <=
  * clock`, touched or merely stored), and answers the state ops (each with the
  * expected_version it was read at, 0 for new rows) and the emits. Late events
- * (event time, windowEnd <= the watermark from before this batch) are dropped
- * or, with onLate 'include', emitted at once as a window of their own.
+ * (event time, windowEnd <= the watermark from before this batch) are dropped,
+ * with onLate 'include' emitted at once as a window of their own, or with an
+ * onLate sink answered in `late` (one per window missed).
  * Pure: recomputing after a VERSION_CONFLICT with fresh rows is just a re-call.
  */
 export function foldWindowBatch(
@@ -117,6 +119,7 @@ export function foldWindowBatch(
   const oldWm = options.eventTime ? storedWatermark(stored) : undefined;
   const working = new Map<string, WorkingRow>();
   const late = new Map<string, WorkingRow & { newestOffset: string }>();
+  const lateContributions: LateContribution[] = [];
   let lateDropped = 0;
 
   for (const entry of prepared.entries) {
@@ -125,7 +128,8 @@ export function foldWindowBatch(
       const key = windowStateKey(tag, w.start, entry.userKey);
       if (oldWm !== undefined && w.end <= oldWm) {
         wasLate = true;
-        if (options.onLate === 'include') {
+        if (options.onLate === 'sink') lateContributions.push({ windowKey: key, entry, window: w, watermarkMs: oldWm });
+        else if (options.onLate === 'include') {
           let row = late.get(key);
           if (!row) {
             row = { acc: reducer.init(), windowStart: w.start, windowEnd: w.end, userKey: entry.userKey, version: 0, newestOffset: entry.offset };
@@ -146,7 +150,7 @@ export function foldWindowBatch(
       }
       row.acc = userStep(reducer, entry, () => reducer.add(row!.acc, entry.input));
     }
-    if (wasLate && options.onLate === 'drop') lateDropped += 1;
+    if (wasLate && options.onLate !== 'include') lateDropped += 1;
   }
 
   const stateOps: StateOp[] = [];
@@ -173,7 +177,7 @@ export function foldWindowBatch(
   }
 
   stateOps.push(...watermarkOps(plan as WindowPlan, stored, clock, oldWm));
-  return { stateOps, emits, lateDropped };
+  return { stateOps, emits, lateDropped, late: lateContributions };
 }
 
 /**
@@ -194,7 +198,7 @@ export function flushRipeRows(plan: CompiledQuery, rows: readonly StateRow[], ri
     stateOps.push({ type: 'delete', key: r.key, expected_version: r.version });
   }
   emits.sort(compareEmits);
-  return { stateOps, emits, lateDropped: 0 };
+  return { stateOps, emits, lateDropped: 0, late: [] };
 }
 
 /**

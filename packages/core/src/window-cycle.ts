@@ -1,7 +1,9 @@
 import type { RunnerContext } from './runner-context.js';
 import type { StateRow } from './wire.js';
 import { rowsByKey } from './state-api.js';
+import { sinkPushItems } from './sink-output.js';
 import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
+import { lateOutputs } from './late-record.js';
 import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBatch } from './window-batch.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
@@ -32,6 +34,11 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
     }
     const fold = foldWindowBatch(plan, prepared, read.stored, read.ripeRows, read.clock);
     const { pushItems, dead } = await windowEmitItems(rt, batch.partitionId, batch.partition, fold.emits, opts.effectsDone);
+    if (fold.late.length > 0) {
+      // Late records ride the same cycle: pushed in the transaction that commits the state and the ack.
+      const late = lateOutputs({ queryName: rt.queryName, partition: batch.partition, partitionId: batch.partitionId }, fold.late);
+      pushItems.push(...(await sinkPushItems(plan.window!.options.lateSink, rt.queryId, batch.partitionId, late, opts.effectsDone)));
+    }
     const result = await commitCycle(rt, {
       partitionId: batch.partitionId,
       partition: batch.partition,

@@ -48,10 +48,26 @@ export interface WindowEmit {
   value: unknown;
 }
 
+/**
+ * A value the fold did not count because its window had already closed, kept
+ * for the `onLate` sink (late-record.ts turns it into a LateRecord).
+ */
+export interface LateContribution {
+  /** State key of the window it missed (its identity's base). */
+  windowKey: string;
+  entry: WindowEntry;
+  window: WindowBounds;
+  /** The watermark it was judged late against. */
+  watermarkMs: number;
+}
+
 export interface FoldResult {
   stateOps: StateOp[];
   emits: WindowEmit[];
+  /** Source messages late and not folded (onLate 'drop' or a sink). */
   lateDropped: number;
+  /** With an onLate sink: every late contribution, in batch order (else empty). */
+  late: LateContribution[];
 }
 
 /** A compiled query that has a window and its reducer. */

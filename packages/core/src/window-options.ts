@@ -1,5 +1,6 @@
 import { option, parseOptions, z } from '@queen-mq/protocol';
-import type { WindowOptions, WindowPlugin } from './plugins.js';
+import type { SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
+import { isSinkPlugin } from './sink-output.js';
 
 /** Window options after defaults and checks; durations in ms. */
 export interface ResolvedWindowOptions {
@@ -8,7 +9,9 @@ export interface ResolvedWindowOptions {
   allowedLatenessMs: number;
   /** Seconds as given, for the config hash. */
   allowedLateness: number;
-  onLate: 'drop' | 'include';
+  /** `'sink'`: late events go to `lateSink` as late records. */
+  onLate: 'drop' | 'include' | 'sink';
+  lateSink?: SinkPlugin;
   eventTime?: (value: any) => unknown;
 }
 
@@ -28,9 +31,11 @@ export const windowOptionsSchema = z.object({
   ),
   gracePeriod: nonNegative('How long a window stays open after its end: ripe when `windowEnd + gracePeriod <= clock`', 's', '0'),
   allowedLateness: nonNegative('Event time only: watermark = max event time − allowedLateness', 's', '0'),
-  onLate: option(z.enum(['drop', 'include']).optional(), {
-    description: 'Event time only: an event whose window ended at or before the watermark is dropped (counted in `lateEventsTotal`), or emitted at once as a window of its own',
-    rule: 'must be "drop" or "include"',
+  onLate: option(z.union([z.enum(['drop', 'include']), z.custom<SinkPlugin>(isSinkPlugin)]).optional(), {
+    description:
+      'Event time only: an event whose window ended at or before the watermark is dropped (counted in `lateEventsTotal`), emitted at once as a window of its own, or pushed to a sink as a late record in the same cycle transaction (counted too; see the core README, "Late events to a sink")',
+    rule: 'must be "drop", "include" or a sink plugin (e.g. queueSink(queue), or a queue handle with the queen-mq builder)',
+    type: '"drop" \\| "include" \\| sink plugin',
     default: '"drop"',
   }),
   eventTime: option(z.custom<(value: any) => unknown>((v) => typeof v === 'function').optional(), {
@@ -58,12 +63,14 @@ export function windowOptionsOf<T>(options: WindowOptions<T> | undefined): Windo
 export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
   const o = parseOptions(`the ${plugin.kind} window`, windowOptionsSchema, options);
   const allowedLateness = o.allowedLateness ?? 0;
+  const lateSink = typeof o.onLate === 'object' ? o.onLate : undefined;
   return {
     idleFlushMs: o.idleFlushMs ?? plugin.defaultIdleFlushMs,
     gracePeriodMs: Math.round((o.gracePeriod ?? 0) * 1000),
     allowedLatenessMs: Math.round(allowedLateness * 1000),
     allowedLateness,
-    onLate: o.onLate ?? 'drop',
+    onLate: lateSink ? 'sink' : ((o.onLate as 'drop' | 'include' | undefined) ?? 'drop'),
+    ...(lateSink ? { lateSink } : {}),
     eventTime: o.eventTime,
   };
 }

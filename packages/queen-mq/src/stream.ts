@@ -4,6 +4,7 @@ import {
   type AggregateResult,
   type CompiledQuery,
   type Extractor,
+  type LateOption,
   type OperatorContext,
   type Payload,
   type PipeStage,
@@ -28,6 +29,20 @@ import { gate, type GateFn } from '@queen-mq/gate';
 function isSinkPlugin(value: unknown): value is SinkPlugin {
   const v = value as Partial<SinkPlugin> | null;
   return !!v && typeof v === 'object' && typeof v.kind === 'string' && (typeof v.toPushItems === 'function' || typeof v.effect === 'function');
+}
+
+/** Window options whose `onLate` may also be a queue handle: `onLate: queen.queue('late-orders')` (distributes over a union like CronOptions). */
+type WithLateQueue<O> = O extends unknown ? Omit<O, 'onLate'> & { onLate?: LateOption | QueueRef } : never;
+
+/**
+ * `onLate: queen.queue(name)` as the queue sink it stands for (core knows no
+ * concrete sink, so the sugar makes it, like `.to(queue)`); anything else is
+ * passed on for the window's own validation.
+ */
+function lateQueueAsSink<O>(options: WithLateQueue<O>): O {
+  const late = (options as { onLate?: unknown } | undefined)?.onLate;
+  if (late === null || typeof late !== 'object' || isSinkPlugin(late) || typeof (late as QueueRef).name !== 'string') return options as O;
+  return { ...options, onLate: queueSink(late as QueueRef) } as O;
 }
 
 /**
@@ -70,24 +85,30 @@ export class Stream<T = SourceMessage> {
     return new Stream(this.core.keyBy(fn));
   }
 
-  /** Any window plugin (generic form). */
-  window(plugin: WindowPlugin, options?: WindowOptions<T>): Stream<T> {
-    return new Stream(this.core.window(plugin, options));
+  /**
+   * Any window plugin (generic form). Here `onLate` may also be a queue
+   * handle: late events go to that queue as late records (see @queen-mq/core).
+   */
+  window(plugin: WindowPlugin, options?: WithLateQueue<WindowOptions<T>>): Stream<T> {
+    return new Stream(this.core.window(plugin, options && lateQueueAsSink<WindowOptions<T>>(options)));
   }
 
   /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
-  windowTumbling(options: TumblingOptions<T>): Stream<T> {
-    return this.window(tumbling(options), windowOptionsOf(options));
+  windowTumbling(options: WithLateQueue<TumblingOptions<T>>): Stream<T> {
+    const o = lateQueueAsSink<TumblingOptions<T>>(options);
+    return this.window(tumbling(o), windowOptionsOf(o));
   }
 
   /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
-  windowSliding(options: SlidingOptions<T>): Stream<T> {
-    return this.window(sliding(options), windowOptionsOf(options));
+  windowSliding(options: WithLateQueue<SlidingOptions<T>>): Stream<T> {
+    const o = lateQueueAsSink<SlidingOptions<T>>(options);
+    return this.window(sliding(o), windowOptionsOf(o));
   }
 
   /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
-  windowSession(options: SessionOptions<T>): Stream<T> {
-    return this.window(session(options), windowOptionsOf(options));
+  windowSession(options: WithLateQueue<SessionOptions<T>>): Stream<T> {
+    const o = lateQueueAsSink<SessionOptions<T>>(options);
+    return this.window(session(o), windowOptionsOf(o));
   }
 
   /**
@@ -96,8 +117,9 @@ export class Stream<T = SourceMessage> {
    * zone, `{ expression: '0 9-17 * * MON-FRI', timeZone: 'Europe/Berlin' }`,
    * where each fire time opens a window that lasts until the next one.
    */
-  windowCron(options: CronOptions<T>): Stream<T> {
-    return this.window(cron(options), windowOptionsOf(options));
+  windowCron(options: WithLateQueue<CronOptions<T>>): Stream<T> {
+    const o = lateQueueAsSink<CronOptions<T>>(options);
+    return this.window(cron(o), windowOptionsOf(o));
   }
 
   /**
