@@ -64,6 +64,7 @@ describe('ack: one cursor move per partition', () => {
     const random = rng(20261203);
     let fast = 0;
     let walked = 0;
+    let fastByOffset = 0;
     for (let round = 0; round < 60; round++) {
       const n = 1 + Math.floor(random() * 14);
       // Half the requests are what consumers send (distinct messages inside
@@ -71,9 +72,14 @@ describe('ack: one cursor move per partition', () => {
       const wellFormed = random() < 0.5;
       const pool = wellFormed ? all.filter((m) => (m.name === 'a' ? m.o > 3 : true) && m.o <= 12) : all;
       const picked = wellFormed ? [...pool].sort(() => random() - 0.5).slice(0, n) : Array.from({ length: n }, () => pool[Math.floor(random() * pool.length)]!);
+      // Half the requests name each message's offset, as our client does;
+      // now and then one names another message's offset, or none that exists.
+      const withOffsets = random() < 0.5;
       const items = picked.map((m, idx) => {
         const roll = wellFormed ? 0.5 : random();
+        const slip = random();
         return {
+          ...(withOffsets ? { offset: String(slip < 0.06 ? all[Math.floor(random() * all.length)]!.o : slip < 0.08 ? 999 : m.o) } : {}),
           idx,
           transactionId: roll < 0.03 ? 'no-such-message' : m.txid,
           partitionId: m.partition_id,
@@ -87,11 +93,32 @@ describe('ack: one cursor move per partition', () => {
       expect(set.answer, JSON.stringify(items)).toEqual(walk.answer);
       expect(set.cursors, JSON.stringify(items)).toEqual(walk.cursors);
       if (set.walked) walked++;
-      else fast++;
+      else {
+        fast++;
+        if (withOffsets) fastByOffset++;
+      }
     }
     // Both branches were exercised: the comparison would prove nothing otherwise.
     expect(fast).toBeGreaterThan(5);
+    expect(fastByOffset).toBeGreaterThan(3);
     expect(walked).toBeGreaterThan(5);
+  });
+
+  it('an item offset that is not up to 18 digits is a 400 that changes nothing; one naming another message is ignored', async () => {
+    const q = uniqueName('ackset-offset');
+    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 3 }, (_, i) => ({ queue: q, partition: 'p', payload: i })) });
+    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=3`)).body.messages as any[];
+    const item = (m: any, offset: string) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset });
+    for (const bad of ['1e3', '-1', '', '9999999999999999999']) {
+      const r = await b.http('POST', '/api/v1/ack/batch', { acknowledgments: [item(msgs[0], bad)] });
+      expect(r.status, bad).toBe(400);
+      expect(r.body.code).toBe('VALIDATION_FAILED');
+    }
+    // The first message acked under the third's offset: the transactionId decides.
+    const r = await b.http('POST', '/api/v1/ack/batch', { acknowledgments: [item(msgs[0], msgs[2].offset)] });
+    expect(r.body).toMatchObject([{ success: true, offset: msgs[0].offset, leaseReleased: false }]);
+    const cur = await b.sql.query(`select cursor_offset::text as c from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q]);
+    expect(cur.rows).toEqual([{ c: msgs[0].offset }]);
   });
 
   it('a whole leased batch acked at once releases the lease on its last message only', async () => {

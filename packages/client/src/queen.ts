@@ -37,6 +37,8 @@ export interface AckInput {
   error?: string;
   /** Taken as the group when the options name none (popped messages carry it). */
   consumerGroup?: string;
+  /** The message's offset (popped messages carry it): lets the broker find it by key. */
+  offset?: string;
 }
 
 export interface AckOptions {
@@ -119,6 +121,7 @@ export class Queen {
       partitionId: i.partitionId,
       status: i.status ?? options.status ?? 'completed',
       ...(i.leaseId ? { leaseId: i.leaseId } : {}),
+      ...(i.offset ? { offset: i.offset } : {}),
       ...((i.error ?? options.error) !== undefined ? { error: i.error ?? options.error } : {}),
     }));
     const send = () =>

@@ -10,6 +10,13 @@ export const ackItem = z.object({
   status: ackStatus.default('completed'),
   leaseId: uuid.optional(),
   error: z.string().max(10000).optional(),
+  /**
+   * The message's offset as the pop answered it (an extension to Queen v1):
+   * the broker finds the message by its key instead of reading the lease's
+   * range. The transactionId still decides: an offset holding another
+   * message is ignored.
+   */
+  offset: z.string().regex(/^[0-9]{1,18}$/, 'a decimal offset of at most 18 digits').optional(),
 });
 export type AckItem = z.infer<typeof ackItem>;
 
