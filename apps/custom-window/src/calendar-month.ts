@@ -1,6 +1,6 @@
 // A window plugin written against @queen-mq/core's public interface only:
 // nothing here is known to core, the runner treats it like any shipped window.
-import { chainError, option, parseOptions, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseWindowPluginOptions, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link calendarMonth}: the time zone plus every window's common options. */
 export interface CalendarMonthOptions<T = any> extends WindowOptions<T> {
@@ -65,7 +65,7 @@ export const calendarMonthOptionsSchema = z.object({
  * number of hours in UTC. State rows are tagged `month:<timeZone>`.
  */
 export function calendarMonth(options: Pick<CalendarMonthOptions, 'timeZone'> = {}): WindowPlugin {
-  const timeZone = parseOptions('calendarMonth window', calendarMonthOptionsSchema, options).timeZone ?? 'UTC';
+  const timeZone = parseWindowPluginOptions('calendarMonth window', calendarMonthOptionsSchema, options).timeZone ?? 'UTC';
   let fmt: Intl.DateTimeFormat;
   try {
     if (typeof timeZone !== 'string' || timeZone === '') throw new RangeError('empty');

@@ -27,7 +27,8 @@ export { aggregateReducer, reduceReducer, type Reducer, type Extractor, type Red
 export { mapStage, filterStage, flatMapStage, keyByStage } from './operators.js';
 export { compileChain, type CompiledQuery } from './compile.js';
 export { chainStructure, type ChainStage } from './chain.js';
-export { resolveWindowOptions, windowOptionsSchema, windowOptionsOf, WINDOW_OPTION_NAMES, type ResolvedWindowOptions } from './window-options.js';
+export { resolveWindowOptions, windowOptionsSchema, type ResolvedWindowOptions } from './window-options.js';
+export { parseWindowPluginOptions, splitWindowOptions, type OwnWindowOptions } from './window-plugin-options.js';
 export { configHash, canonicalJson } from './config-hash.js';
 export { chainError } from './chain-error.js';
 export { z, option, parseOptions, optionRows, optionsMarkdown, type OptionMeta, type OptionRow, type OptionsSchema } from '@queen-mq/protocol';

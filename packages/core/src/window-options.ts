@@ -1,4 +1,4 @@
-import { option, parseOptions, z } from '@queen-mq/protocol';
+import { option, parseOptions, z, type MisplacedOptions } from '@queen-mq/protocol';
 import type { SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
 import { isSinkPlugin } from './sink-output.js';
 
@@ -45,23 +45,20 @@ export const windowOptionsSchema = z.object({
   }),
 });
 
-/** The names of the options every window takes. */
-export const WINDOW_OPTION_NAMES = Object.keys(windowOptionsSchema.shape) as (keyof WindowOptions)[];
-
 /**
- * The window options in a bigger options object (a sugar like
- * `.windowTumbling({ seconds, idleFlushMs })` hands the plugin its own and
- * `.window()` these).
+ * The plugin's own option names (the keys of its `shape`), for
+ * `.window(tumbling({ seconds: 60 }), { seconds: 60 })`: such an option is
+ * the factory's, and the error says so.
  */
-export function windowOptionsOf<T>(options: WindowOptions<T> | undefined): WindowOptions<T> {
-  const out: Record<string, unknown> = {};
-  for (const name of WINDOW_OPTION_NAMES) if (options && (options as Record<string, unknown>)[name] !== undefined) out[name] = (options as Record<string, unknown>)[name];
-  return out as WindowOptions<T>;
+function pluginOptionsOf(plugin: WindowPlugin): MisplacedOptions {
+  const shape = plugin.shape;
+  if (!shape || typeof shape !== 'object' || Array.isArray(shape)) return {};
+  return Object.fromEntries(Object.keys(shape).map((name) => [name, `an option of the ${plugin.kind} plugin, not of .window(): pass it to the plugin's factory`]));
 }
 
 /** Core's window option checks (S3, S4 defaults); an unknown option throws. The plugin checks its own. */
 export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
-  const o = parseOptions(`the ${plugin.kind} window`, windowOptionsSchema, options);
+  const o = parseOptions(`the ${plugin.kind} window`, windowOptionsSchema, options, pluginOptionsOf(plugin));
   const allowedLateness = o.allowedLateness ?? 0;
   const lateSink = typeof o.onLate === 'object' ? o.onLate : undefined;
   return {

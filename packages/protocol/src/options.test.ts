@@ -28,6 +28,21 @@ describe('option schemas', () => {
     expect(thrown(() => parseOptions('w', schema, { seconds: 1, colour: 1 })).message).toBe('w: unknown option "colour"; accepted: seconds, idleFlushMs, onLate');
   });
 
+  it('an option of a neighbouring call, or a misspelling of one, throws saying where it goes', () => {
+    const own = z.object({ seconds: schema.shape.seconds });
+    const misplaced = { idleFlushMs: 'an option of .window(plugin, options), not of the plugin' };
+    const err = thrown(() => parseOptions('tumbling window', own, { seconds: 60, idleFlushMs: 1000 }, misplaced));
+    expect(err.code).toBe('VALIDATION_FAILED');
+    expect(err.message).toBe('tumbling window: "idleFlushMs" is an option of .window(plugin, options), not of the plugin; accepted here: seconds');
+    expect(err.details).toEqual([{ field: 'idleFlushMs', message: 'an option of .window(plugin, options), not of the plugin; accepted here: seconds' }]);
+    expect(thrown(() => parseOptions('tumbling window', own, { seconds: 60, idleFlushMS: 1000 }, misplaced)).message).toBe(
+      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"? it is an option of .window(plugin, options), not of the plugin); accepted: seconds',
+    );
+    // an accepted name wins over a misplaced one, as a guess and as a name
+    expect(thrown(() => parseOptions('w', own, { second: 1 }, { seconds: 'elsewhere' })).message).toBe('w: unknown option "second" (did you mean "seconds"?); accepted: seconds');
+    expect(parseOptions('w', own, { seconds: 1 }, { seconds: 'elsewhere' })).toEqual({ seconds: 1 });
+  });
+
   it('a mistyped value throws with the rule and the value given; a missing required option too', () => {
     expect(thrown(() => parseOptions('w', schema, { seconds: '60' })).message).toBe('w: seconds must be a positive integer, got "60"');
     expect(thrown(() => parseOptions('w', schema, { seconds: 1, idleFlushMs: -1 })).message).toBe('w: idleFlushMs must be a non-negative number, got -1');

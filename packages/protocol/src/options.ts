@@ -65,25 +65,40 @@ function nearest(name: string, accepted: readonly string[]): string | undefined 
 }
 
 /**
+ * Options another call takes, by name, each with where it goes as the error
+ * says it (`'an option of .window(plugin, options), not of the plugin'`).
+ */
+export type MisplacedOptions = Readonly<Record<string, string>>;
+
+/**
  * Validates an options object against its schema at the call that takes it.
  * An unknown option (a misspelling is the usual one) or a value breaking its
  * rule throws QueenError VALIDATION_FAILED — the code chain errors use —
  * naming the option and, for an unknown one, the accepted ones:
  * `tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"?); accepted: seconds, idleFlushMs, …`.
+ * `misplaced` names the options of a neighbouring call (a window factory's
+ * versus `.window()`'s): one given here, or a misspelling of one, throws
+ * saying where it goes instead of being taken for a stranger.
  * `undefined`/absent options mean `{}`. Answers the parsed object (zod defaults applied).
  */
-export function parseOptions<S extends OptionsSchema>(where: string, schema: S, value: unknown): z.output<S> {
+export function parseOptions<S extends OptionsSchema>(where: string, schema: S, value: unknown, misplaced: MisplacedOptions = {}): z.output<S> {
   const input = value === undefined || value === null ? {} : value;
   if (typeof input !== 'object' || Array.isArray(input)) {
     throw new QueenError('VALIDATION_FAILED', `${where}: options must be an object, got ${show(value)}`);
   }
   const accepted = Object.keys(schema.shape);
+  const elsewhere = Object.keys(misplaced).filter((name) => !accepted.includes(name));
   for (const key of Object.keys(input)) {
     if (accepted.includes(key)) continue;
-    const guess = nearest(key, accepted);
-    throw new QueenError('VALIDATION_FAILED', `${where}: unknown option "${key}"${guess ? ` (did you mean "${guess}"?)` : ''}; accepted: ${accepted.join(', ')}`, {
-      details: [{ field: key, message: `unknown option; accepted: ${accepted.join(', ')}` }],
-    });
+    const details = [{ field: key, message: `unknown option; accepted: ${accepted.join(', ')}` }];
+    if (elsewhere.includes(key)) {
+      throw new QueenError('VALIDATION_FAILED', `${where}: "${key}" is ${misplaced[key]}; accepted here: ${accepted.join(', ')}`, {
+        details: [{ field: key, message: `${misplaced[key]}; accepted here: ${accepted.join(', ')}` }],
+      });
+    }
+    const guess = nearest(key, accepted) ?? nearest(key, elsewhere);
+    const hint = guess === undefined ? '' : accepted.includes(guess) ? ` (did you mean "${guess}"?)` : ` (did you mean "${guess}"? it is ${misplaced[guess]})`;
+    throw new QueenError('VALIDATION_FAILED', `${where}: unknown option "${key}"${hint}; accepted: ${accepted.join(', ')}`, { details });
   }
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;

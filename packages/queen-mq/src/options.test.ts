@@ -21,7 +21,7 @@ describe('options validated where they enter', () => {
     const e = failure(() => Stream.from(src).windowTumbling({ seconds: 60, idleFlushMS: 1000 } as any));
     expect(e.code).toBe('VALIDATION_FAILED');
     expect(e.message).toBe(
-      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"?); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, eventTime, seconds',
+      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"?); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, idleTimeoutMs, eventTime, seconds',
     );
     expect(() => Stream.from(src).windowSliding({ size: 60, slide: 10, grace: 5 } as any)).toThrow(/sliding window: unknown option "grace"; accepted: .*gracePeriod.*size, slide/);
     expect(() => Stream.from(src).windowSession({ gap: 30, eventtime: () => 0 } as any)).toThrow(/session window: unknown option "eventtime" \(did you mean "eventTime"\?\)/);
@@ -37,9 +37,37 @@ describe('options validated where they enter', () => {
     expect(() => session({ gap: 1, gapMs: 1000 } as any)).toThrow(/unknown option "gapMs" \(did you mean "gap"\?\)/);
     expect(() => cron({ every: 'hour', evry: 'day' } as any)).toThrow(/unknown option "evry"/);
     expect(() => Stream.from(src).window(tumbling({ seconds: 60 }), { idleFlushMS: 10 } as any)).toThrow(
-      /the tumbling window: unknown option "idleFlushMS" \(did you mean "idleFlushMs"\?\); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, eventTime$/,
+      /the tumbling window: unknown option "idleFlushMS" \(did you mean "idleFlushMs"\?\); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, idleTimeoutMs, eventTime$/,
     );
     expect(() => Stream.from(src).window(tumbling({ seconds: 60 }), { idleFlushMs: '10' } as any)).toThrow(/idleFlushMs must be a non-negative number, got "10"/);
+  });
+
+  it('a common window option given to a factory, or a factory option given to .window(), throws saying where it goes', () => {
+    // tumbling({ seconds, idleFlushMs }) used to build and drop idleFlushMs: the window flushed at the default
+    const e = failure(() => Stream.from(src).window(tumbling({ seconds: 60, idleFlushMs: 1000 } as any)));
+    expect(e.code).toBe('VALIDATION_FAILED');
+    expect(e.message).toBe('tumbling window: "idleFlushMs" is an option of the window call, not of the plugin: .window(plugin, { idleFlushMs }); accepted here: seconds');
+    expect(() => sliding({ size: 60, slide: 10, gracePeriod: 5 } as any)).toThrow(/sliding window: "gracePeriod" is an option of the window call/);
+    expect(() => session({ gap: 30, eventTime: () => 0 } as any)).toThrow(/session window: "eventTime" is an option of the window call/);
+    expect(() => cron({ every: 'hour', onLate: 'include' } as any)).toThrow(/cron window: "onLate" is an option of the window call/);
+    // a misspelling of a common option given to a factory: the guess says where it goes
+    expect(() => tumbling({ seconds: 60, idleFlushMS: 1000 } as any)).toThrow(
+      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"? it is an option of the window call, not of the plugin: .window(plugin, { idleFlushMs })); accepted: seconds',
+    );
+    // the other way round: the plugin's own option given to .window()
+    expect(() => Stream.from(src).window(tumbling({ seconds: 60 }), { seconds: 60 } as any)).toThrow(
+      /the tumbling window: "seconds" is an option of the tumbling plugin, not of \.window\(\): pass it to the plugin's factory; accepted here: idleFlushMs, gracePeriod/,
+    );
+    expect(() => Stream.from(src).window(sliding({ size: 60, slide: 10 }), { slid: 5 } as any)).toThrow(/unknown option "slid" \(did you mean "slide"\? it is an option of the sliding plugin/);
+    // placed right, each half takes effect: the generic form and the sugar compile to the same window
+    const generic = Stream.from(src).window(tumbling({ seconds: 60 }), { idleFlushMs: 1000, gracePeriod: 2 }).aggregate({ count: () => 1 }).to(sink).compile();
+    const sugar = Stream.from(src).windowTumbling({ seconds: 60, idleFlushMs: 1000, gracePeriod: 2 }).aggregate({ count: () => 1 }).to(sink).compile();
+    expect(generic.window!.options).toMatchObject({ idleFlushMs: 1000, gracePeriodMs: 2000 });
+    expect(sugar.window!.options).toEqual(generic.window!.options);
+    expect(sugar.configHash).toBe(generic.configHash);
+    const cronSugar = Stream.from(src).windowCron({ expression: '0 9 * * *', timeZone: 'Europe/Berlin', idleFlushMs: 7 }).aggregate({ count: () => 1 }).to(sink).compile();
+    expect(cronSugar.window!.options.idleFlushMs).toBe(7);
+    expect(cronSugar.window!.plugin.shape).toEqual({ expression: '0 9 * * *', timeZone: 'Europe/Berlin' });
   });
 
   it('sinks and gate helpers', () => {

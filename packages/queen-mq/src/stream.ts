@@ -1,6 +1,6 @@
 import {
   Stream as CoreStream,
-  windowOptionsOf,
+  splitWindowOptions,
   type AggregateResult,
   type CompiledQuery,
   type Extractor,
@@ -19,10 +19,10 @@ import {
   type WindowOptions,
   type WindowPlugin,
 } from '@queen-mq/core';
-import { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
-import { sliding, type SlidingOptions } from '@queen-mq/window-sliding';
-import { session, type SessionOptions } from '@queen-mq/window-session';
-import { cron, type CronOptions } from '@queen-mq/window-cron';
+import { tumbling, tumblingOptionsSchema, type TumblingOptions } from '@queen-mq/window-tumbling';
+import { sliding, slidingOptionsSchema, type SlidingOptions } from '@queen-mq/window-sliding';
+import { session, sessionOptionsSchema, type SessionOptions } from '@queen-mq/window-session';
+import { cron, cronOptionsSchema, type CronOptions } from '@queen-mq/window-cron';
 import { foreachSink, queueSink, type QueueSinkOptions } from '@queen-mq/sinks';
 import { gate, type GateFn } from '@queen-mq/gate';
 
@@ -96,19 +96,22 @@ export class Stream<T = SourceMessage> {
   /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
   windowTumbling(options: WithLateQueue<TumblingOptions<T>>): Stream<T> {
     const o = lateQueueAsSink<TumblingOptions<T>>(options);
-    return this.window(tumbling(o), windowOptionsOf(o));
+    const { plugin, window } = splitWindowOptions('tumbling window', tumblingOptionsSchema, o);
+    return this.window(tumbling(plugin), window);
   }
 
   /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
   windowSliding(options: WithLateQueue<SlidingOptions<T>>): Stream<T> {
     const o = lateQueueAsSink<SlidingOptions<T>>(options);
-    return this.window(sliding(o), windowOptionsOf(o));
+    const { plugin, window } = splitWindowOptions('sliding window', slidingOptionsSchema, o);
+    return this.window(sliding(plugin), window);
   }
 
   /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
   windowSession(options: WithLateQueue<SessionOptions<T>>): Stream<T> {
     const o = lateQueueAsSink<SessionOptions<T>>(options);
-    return this.window(session(o), windowOptionsOf(o));
+    const { plugin, window } = splitWindowOptions('session window', sessionOptionsSchema, o);
+    return this.window(session(plugin), window);
   }
 
   /**
@@ -119,7 +122,8 @@ export class Stream<T = SourceMessage> {
    */
   windowCron(options: WithLateQueue<CronOptions<T>>): Stream<T> {
     const o = lateQueueAsSink<CronOptions<T>>(options);
-    return this.window(cron(o), windowOptionsOf(o));
+    const { plugin, window } = splitWindowOptions('cron window', cronOptionsSchema, o);
+    return this.window(cron(plugin), window);
   }
 
   /**

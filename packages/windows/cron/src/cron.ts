@@ -1,4 +1,4 @@
-import { chainError, option, parseOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseWindowPluginOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 import { compileExpression, ExpressionError } from './expression.js';
 
 /** Calendar units a cron window can bucket on. */
@@ -46,13 +46,8 @@ const UNIT_MS: Record<CronUnit, number> = {
  */
 const ANCHOR_MS: Record<CronUnit, number> = { second: 0, minute: 0, hour: 0, day: 0, week: 4 * 86_400_000 };
 
-/**
- * {@link CronOptions} as a schema: validates `cron()` / `.windowCron()` (the
- * window's common options too, since `.windowCron()` hands it the whole
- * object) and renders the options table. Which of every/expression is given
- * is checked by `cron()`.
- */
-export const cronOptionsSchema = windowOptionsSchema.extend({
+/** What `cron()` itself takes; the common window options go to `.window()`. Which of every/expression is given is checked by `cron()`. */
+const cronPluginSchema = z.object({
   every: option(z.enum(CRON_UNITS).optional(), {
     description: 'A UTC unit: buckets of one second, minute, hour, day or week (weeks start Monday)',
     rule: `must be one of ${CRON_UNITS.join(', ')}`,
@@ -68,6 +63,9 @@ export const cronOptionsSchema = windowOptionsSchema.extend({
   }),
 });
 
+/** {@link CronOptions} as a schema: validates `.windowCron()` and renders the options table. */
+export const cronOptionsSchema = windowOptionsSchema.extend(cronPluginSchema.shape);
+
 /**
  * A cron window. Either fixed UTC units, `{ every }` (`[start of the unit
  * containing t, start of the next)`, state rows tagged `cron:<every>`), or a
@@ -76,10 +74,12 @@ export const cronOptionsSchema = windowOptionsSchema.extend({
  * Throws (VALIDATION_FAILED, naming the option) for an unknown option, both
  * or neither of every/expression, an `every` outside
  * second|minute|hour|day|week, an expression croner rejects or that never
- * fires, and a time zone Intl does not know.
+ * fires, a time zone Intl does not know, and a common window option
+ * (`idleFlushMs`, …): those go to `.window(cron({ … }), { … })` or to
+ * `.windowCron()`.
  */
-export function cron(options: CronOptions | Pick<CronUnitOptions, 'every'> | Pick<CronExpressionOptions, 'expression' | 'timeZone'>): WindowPlugin {
-  const o = parseOptions('cron window', cronOptionsSchema, options);
+export function cron(options: Pick<CronUnitOptions, 'every'> | Pick<CronExpressionOptions, 'expression' | 'timeZone'>): WindowPlugin {
+  const o = parseWindowPluginOptions('cron window', cronPluginSchema, options);
   if (o.expression !== undefined) {
     if (o.every !== undefined) throw chainError('cron window: every and expression are exclusive, pass one');
     return expressionWindow(o.expression, o.timeZone);

@@ -257,8 +257,10 @@ describe('cron expression windows', () => {
         expect((err as { code?: string }).code).toBe('VALIDATION_FAILED');
       }
     }
-    // the common window options pass through to core
-    expect(() => cron({ expression: '0 9 * * *', gracePeriod: 5, idleFlushMs: 0, allowedLateness: 1, onLate: 'include', eventTime: () => 0 } as any)).not.toThrow();
+    // the common window options are .window()'s, never cron()'s: one given here would be dropped, so it throws
+    for (const common of [{ gracePeriod: 5 }, { idleFlushMs: 0 }, { allowedLateness: 1 }, { onLate: 'include' }, { eventTime: () => 0 }]) {
+      expect(() => cron({ expression: '0 9 * * *', ...common } as any), Object.keys(common)[0]).toThrow(/is an option of the window call, not of the plugin/);
+    }
   });
 
   it('timeZone defaults to UTC; whitespace in the expression does not change the shape or the tag', () => {

@@ -1,4 +1,4 @@
-import { MERGING_END_RULE, chainError, option, parseOptions, windowOptionsSchema, z, type MergedWindow, type MergingWindowPlugin, type WindowBounds, type WindowOptions } from '@queen-mq/core';
+import { MERGING_END_RULE, chainError, option, parseWindowPluginOptions, windowOptionsSchema, z, type MergedWindow, type MergingWindowPlugin, type WindowBounds, type WindowOptions } from '@queen-mq/core';
 
 /** Options of {@link session}: the inactivity gap plus every window's common options. */
 export interface SessionOptions<T = any> extends WindowOptions<T> {
@@ -9,10 +9,13 @@ export interface SessionOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const SESSION_DEFAULT_IDLE_FLUSH_MS = 1000;
 
-/** {@link SessionOptions} as a schema: validates `session()` / `.windowSession()` and renders the options table. */
-export const sessionOptionsSchema = windowOptionsSchema.extend({
+/** What `session()` itself takes; the common window options go to `.window()`. */
+const sessionPluginSchema = z.object({
   gap: option(z.number().positive(), { description: 'Silence that ends a session of one key (fractions allowed)', rule: 'must be a positive number of seconds', type: 'number (s)' }),
 });
+
+/** {@link SessionOptions} as a schema: validates `.windowSession()` and renders the options table. */
+export const sessionOptionsSchema = windowOptionsSchema.extend(sessionPluginSchema.shape);
 
 /**
  * A merging window: each event at `t` opens the window `[t, t + gap]`, and
@@ -21,12 +24,12 @@ export const sessionOptionsSchema = windowOptionsSchema.extend({
  * merged session spans `[first event, last event + gap]`. Core keeps one
  * state row per key, `sess:<gap>␟open␟<userKey>`, merges accumulators and
  * closes the session once the clock is past `windowEnd + gracePeriod`.
- * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number, and
- * for an unknown option (the window's common options are accepted:
- * `.windowSession()` hands them over).
+ * Throws (VALIDATION_FAILED) unless `gap` is a positive finite number, for
+ * an unknown option, and for a common window option (`idleFlushMs`, …):
+ * those go to `.window(session({ gap }), { … })` or to `.windowSession()`.
  */
-export function session(options: Pick<SessionOptions, 'gap'> | SessionOptions): MergingWindowPlugin {
-  const { gap } = parseOptions('session window', sessionOptionsSchema, options);
+export function session(options: Pick<SessionOptions, 'gap'>): MergingWindowPlugin {
+  const { gap } = parseWindowPluginOptions('session window', sessionPluginSchema, options);
   const gapMs = Math.round(gap * 1000);
   if (gapMs <= 0) throw chainError(`session window: gap must be at least 1 ms, got ${gap}`);
   return Object.freeze({

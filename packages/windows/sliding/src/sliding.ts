@@ -1,4 +1,4 @@
-import { chainError, option, parseOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { chainError, option, parseWindowPluginOptions, windowOptionsSchema, z, type WindowBounds, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link sliding}: window size and hop plus every window's common options. */
 export interface SlidingOptions<T = any> extends WindowOptions<T> {
@@ -11,22 +11,26 @@ export interface SlidingOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const SLIDING_DEFAULT_IDLE_FLUSH_MS = 5000;
 
-/** {@link SlidingOptions} as a schema: validates `sliding()` / `.windowSliding()` and renders the options table. */
-export const slidingOptionsSchema = windowOptionsSchema.extend({
+/** What `sliding()` itself takes; the common window options go to `.window()`. */
+const slidingPluginSchema = z.object({
   size: option(z.number().int().positive(), { description: 'Window length, an integer multiple of `slide`', rule: 'must be a positive integer', type: 'integer (s)' }),
   slide: option(z.number().int().positive(), { description: 'Hop between window starts; starts are aligned to the Unix epoch', rule: 'must be a positive integer', type: 'integer (s)' }),
 });
+
+/** {@link SlidingOptions} as a schema: validates `.windowSliding()` and renders the options table. */
+export const slidingOptionsSchema = windowOptionsSchema.extend(slidingPluginSchema.shape);
 
 /**
  * Overlapping windows `[k·slide, k·slide + size)` (epoch-aligned): every
  * timestamp lands in exactly `size / slide` of them. State rows are tagged
  * `slide:<size>:<slide>`. Throws (VALIDATION_FAILED) unless both are positive
  * integers and `size` is an integer multiple of `slide` — otherwise an event
- * would belong to a varying number of windows — and for an unknown option
- * (the window's common options are accepted: `.windowSliding()` hands them over).
+ * would belong to a varying number of windows — for an unknown option, and
+ * for a common window option (`idleFlushMs`, …): those go to
+ * `.window(sliding({ size, slide }), { … })` or to `.windowSliding()`.
  */
-export function sliding(options: Pick<SlidingOptions, 'size' | 'slide'> | SlidingOptions): WindowPlugin {
-  const { size, slide } = parseOptions('sliding window', slidingOptionsSchema, options);
+export function sliding(options: Pick<SlidingOptions, 'size' | 'slide'>): WindowPlugin {
+  const { size, slide } = parseWindowPluginOptions('sliding window', slidingPluginSchema, options);
   if (size % slide !== 0) throw chainError(`sliding window: size (${size}) must be an integer multiple of slide (${slide})`);
   const sizeMs = size * 1000;
   const slideMs = slide * 1000;

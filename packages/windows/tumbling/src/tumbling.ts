@@ -1,4 +1,4 @@
-import { option, parseOptions, windowOptionsSchema, z, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
+import { option, parseWindowPluginOptions, windowOptionsSchema, z, type WindowOptions, type WindowPlugin } from '@queen-mq/core';
 
 /** Options of {@link tumbling}: the window size plus every window's common options. */
 export interface TumblingOptions<T = any> extends WindowOptions<T> {
@@ -9,8 +9,8 @@ export interface TumblingOptions<T = any> extends WindowOptions<T> {
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const TUMBLING_DEFAULT_IDLE_FLUSH_MS = 5000;
 
-/** {@link TumblingOptions} as a schema: validates `tumbling()` / `.windowTumbling()` and renders the options table. */
-export const tumblingOptionsSchema = windowOptionsSchema.extend({
+/** What `tumbling()` itself takes; the common window options go to `.window()`. */
+const tumblingPluginSchema = z.object({
   seconds: option(z.number().int().positive(), {
     description: 'Window length; windows are aligned to the Unix epoch',
     rule: 'must be a positive integer',
@@ -18,16 +18,19 @@ export const tumblingOptionsSchema = windowOptionsSchema.extend({
   }),
 });
 
+/** {@link TumblingOptions} as a schema: validates `.windowTumbling()` and renders the options table. */
+export const tumblingOptionsSchema = windowOptionsSchema.extend(tumblingPluginSchema.shape);
+
 /**
  * Fixed, non-overlapping, epoch-aligned buckets of `seconds`:
  * `[floor(t / size) * size, +size)`. State rows are tagged `tumb:<seconds>`.
- * Takes the window's common options too (`.windowTumbling()` hands it the
- * whole object; they are applied by `.window()`). Throws (VALIDATION_FAILED,
- * naming the option) unless `seconds` is a positive integer, and for an
- * unknown option.
+ * Throws (VALIDATION_FAILED, naming the option) unless `seconds` is a
+ * positive integer, for an unknown option, and for a common window option
+ * (`idleFlushMs`, …): those go to `.window(tumbling({ seconds }), { idleFlushMs })`
+ * or, together, to `.windowTumbling({ seconds, idleFlushMs })`.
  */
-export function tumbling(options: Pick<TumblingOptions, 'seconds'> | TumblingOptions): WindowPlugin {
-  const { seconds } = parseOptions('tumbling window', tumblingOptionsSchema, options);
+export function tumbling(options: Pick<TumblingOptions, 'seconds'>): WindowPlugin {
+  const { seconds } = parseWindowPluginOptions('tumbling window', tumblingPluginSchema, options);
   const size = seconds * 1000;
   return Object.freeze({
     kind: 'tumbling',
