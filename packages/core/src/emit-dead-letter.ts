@@ -31,7 +31,7 @@ import { sinkTransactionId } from './transaction-id.js';
 // keeps the retry by lease.
 
 /** The queue a query's dead-lettered window emits go to. */
-function deadLetterQueueOf(queryName: string): string {
+export function deadLetterQueueOf(queryName: string): string {
   return `streams.${queryName}.dead-letters`;
 }
 

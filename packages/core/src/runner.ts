@@ -8,6 +8,7 @@ import { StreamsApi } from './state-api.js';
 import { popLoop, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from './idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
+import { deadLetterQueueOf } from './emit-dead-letter.js';
 
 export { runOptionsSchema, type RunOptions } from './run-options.js';
 
@@ -15,12 +16,14 @@ export { runOptionsSchema, type RunOptions } from './run-options.js';
 // runner context, start the pop loop and the idle-flush loop, hand back a
 // handle that stops them.
 
-/** A running query. Events: `cycle:commit`, `window:flush`, `lease:lost`, `message:dead-lettered`. */
+/** A running query. Events: `cycle:commit`, `window:flush`, `lease:lost`, `message:dead-lettered`, `emit:dead-lettered`. */
 export interface RunHandle extends RunnerEmitter {
   /** The query's name (`options.queryId`). */
   readonly name: string;
   /** The server's UUID of the query. */
   readonly queryUuid: string;
+  /** Where dead-lettered window emits go (`streams.<name>.dead-letters`, see `emit:dead-lettered`). */
+  readonly deadLetterQueue: string;
   /** Stops popping, lets the cycle in flight finish, closes the client. */
   stop(): Promise<void>;
   /** A snapshot of the counters. */
@@ -125,6 +128,7 @@ function runHandle(rt: RunnerContext, queen: Queen, queryUuid: string, loops: Pr
   return Object.assign(rt.events, {
     name: rt.queryName,
     queryUuid,
+    deadLetterQueue: deadLetterQueueOf(rt.queryName),
     stop,
     metrics: (): RunMetrics => ({ ...rt.metrics }),
   }) as RunHandle;

@@ -88,6 +88,12 @@ export interface TestStream {
   state(): Promise<StateRow[]>;
   /** The source messages the query dead-lettered. */
   deadLetters(): Promise<DeadLetter[]>;
+  /**
+   * Window emits the query dead-lettered so far (a post-window operator or
+   * the sink's mapping threw on a closed window): the records of its
+   * dead-letter queue, `{queryId, partition, partitionId, key, window: {start, end}, stage, error, value}`.
+   */
+  deadEmits(): Promise<Record<string, any>[]>;
   /** Failures the runner reported (it keeps going after each, as in production). */
   readonly errors: { error: Error; info: ErrorInfo }[];
   metrics(): RunMetrics;
@@ -145,6 +151,16 @@ export async function testStream(chain: CompilableChain, options: TestStreamOpti
   const sinkGroup = `test-stream-${randomBytes(4).toString('hex')}`;
 
   /** Everything new on the sink queue, read by the driver's own consumer group. */
+  const deadEmits: Record<string, any>[] = [];
+  const readDeadEmits = async () => {
+    for (;;) {
+      const res = await broker.http('GET', `/api/v1/pop/queue/${encodeURIComponent(run.deadLetterQueue)}?batch=1000&partitions=100&autoAck=true&consumerGroup=${sinkGroup}`);
+      if (res.status === 204) return [...deadEmits];
+      if (res.status !== 200) throw new Error(`testStream: reading ${run.deadLetterQueue} failed (${res.status}): ${JSON.stringify(res.body)}`);
+      for (const m of res.body.messages) deadEmits.push(m.data);
+    }
+  };
+
   const readSink = async (): Promise<Emit[]> => {
     if (!plan.sinkQueue) return [];
     const got: Emit[] = [];
@@ -233,6 +249,7 @@ export async function testStream(chain: CompilableChain, options: TestStreamOpti
         if (res.body.messages.length < 1000) return out;
       }
     },
+    deadEmits: readDeadEmits,
     errors,
     metrics: () => run.metrics(),
     stop: () =>
