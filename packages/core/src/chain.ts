@@ -103,7 +103,7 @@ export function checkWindowPlugin(plugin: WindowPlugin): string {
  * The chain's STRUCTURE as JSON (S5): operator kinds in order, window shape,
  * reducer kind and aggregate field names, sink shape, eventTime presence,
  * allowedLateness and onLate (a late sink by kind and shape). Never closures,
- * idleFlushMs or gracePeriod:
+ * idleFlushMs, idleTimeoutMs or gracePeriod:
  * those can change on a redeploy without invalidating stored accumulators.
  */
 export function chainStructure(chain: readonly ChainStage[]): Json {

@@ -1,7 +1,9 @@
 import { QueenError, type Queen } from '@queen-mq/client';
 import type { RunnerContext, TouchedPartition } from './runner-context.js';
+import type { StateOp } from './wire.js';
 import { rowsByKey } from './state-api.js';
-import { storedWatermark, flushRipeRows, nextRipeAt } from './window-batch.js';
+import { flushRipeRows, nextRipeAt } from './window-batch.js';
+import { watermarkAt, watermarkState, watermarkUpsert } from './event-time-idleness.js';
 import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
 import { commitCycle } from './commit.js';
 import { sleep } from './sleep.js';
@@ -19,8 +21,11 @@ const SEED_PAGE = 1000;
 
 /** What one flush pass knows when it reaches a partition. */
 export interface FlushPass {
-  /** Processing time: the broker's clock, read before the lag. Absent in event time. */
-  processingClockMs?: number;
+  /**
+   * The broker's clock, read before the lag: processing time, and event time
+   * with idleTimeoutMs (a quiet partition's watermark idles forward on it).
+   */
+  brokerClockMs?: number;
   /** Partitions the source group had fully consumed, by a lag read started at `lagReadAt`; absent if not read. */
   caughtUp?: ReadonlySet<string>;
   /** performance.now() when that lag read started. */
@@ -31,7 +36,9 @@ export interface FlushPass {
  * One idle flush of one partition (PROTOCOL §7.6): the rows ripe at
  * `clock − grace` (clock = the broker's clock in processing time, read before
  * the source group was seen caught up on this partition; the stored watermark
- * in event time — a flush never advances it) become one ack:null
+ * in event time — a flush never advances it, except with idleTimeoutMs on a
+ * caught-up partition quiet for longer than that, see event-time-idleness.ts,
+ * where the advance is written with the deletes it causes) become one ack:null
  * cycle deleting each row at the version it was read and pushing its emit.
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
  * next tick (or the next cycle) closes the window instead. It reads all open
@@ -63,15 +70,30 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
     if (touched && rt.touched.get(partitionId) === touched) rt.touched.delete(partitionId);
   };
   const hint = touched ? nextRipeHint.get(touched) : undefined;
-  // Event time: only a cycle moves the watermark, and a cycle drops the hint.
-  if (options.eventTime && hint !== undefined) return;
+  const idleness = options.eventTime !== undefined && options.idleTimeoutMs !== undefined;
+  // Event time: only a cycle moves the watermark (and a cycle drops the hint) — unless it idles forward.
+  if (options.eventTime && !idleness && hint !== undefined) return;
   let clock: number | undefined;
+  /** Event time with idleness: the `__wm__` upsert persisting the advance this flush closes windows at. */
+  let idleAdvance: StateOp[] = [];
   if (options.eventTime) {
-    clock = storedWatermark(rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] })));
+    const stored = rowsByKey(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId, keys: [WATERMARK_KEY] }));
+    const wm = watermarkState(stored);
     // No watermark: no event was ever folded here, so no window is open.
-    if (clock === undefined) return forget();
+    if (wm === undefined) return forget();
+    clock = wm.eventTimeMs;
+    // Idle only when nothing is pending on the partition (lag 0 after the clock was read): a pending message is activity.
+    if (idleness && pass.brokerClockMs !== undefined && pass.caughtUp?.has(partitionId)) {
+      const idled = watermarkAt(options, wm, pass.brokerClockMs)!;
+      if (idled > clock) {
+        clock = idled;
+        // Persisted with the deletes it causes (and fenced by the row's version against a racing cycle); the anchor
+        // moves to now − idleTimeoutMs so the next advance continues from here instead of counting this one again.
+        idleAdvance = watermarkUpsert(options, stored, idled, pass.brokerClockMs - options.idleTimeoutMs!);
+      }
+    }
   } else {
-    clock = pass.processingClockMs ?? rt.clock.now();
+    clock = pass.brokerClockMs ?? rt.clock.now();
   }
   const ripeAtOrBefore = clock - options.gracePeriodMs;
   // Nothing of this partition can be ripe yet, and no cycle has committed since we looked: no request.
@@ -92,7 +114,7 @@ export async function flushPartition(rt: RunnerContext, partitionId: string, par
   await commitCycle(rt, {
     partitionId,
     partition,
-    stateOps: fold.stateOps,
+    stateOps: idleAdvance.length ? [...fold.stateOps, ...idleAdvance] : fold.stateOps,
     pushItems,
     ack: null,
     messages: 0,
@@ -165,9 +187,11 @@ export const FLUSH_CONCURRENCY = 16;
  */
 export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): Promise<number> {
   if (rt.touched.size === 0) return 0;
-  const processingTime = !rt.plan.window!.options.eventTime;
+  const { options } = rt.plan.window!;
+  const processingTime = !options.eventTime;
+  const idleness = !processingTime && options.idleTimeoutMs !== undefined;
   const pass: FlushPass = {};
-  if (processingTime) {
+  if (processingTime || idleness) {
     // Without a sample the broker's clock is unknown: never close on the runner's own.
     if (!rt.clock.synced) {
       try {
@@ -178,10 +202,10 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): P
       }
     }
     // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
-    pass.processingClockMs = rt.clock.now();
+    pass.brokerClockMs = rt.clock.now();
   }
-  // Event time needs the lag only to release partitions held by an unknown commit.
-  if (processingTime || [...rt.touched.values()].some((t) => t.awaitingRedelivery)) {
+  // Event time needs the lag to release partitions held by an unknown commit, and with idleness to see which are quiet.
+  if (processingTime || idleness || [...rt.touched.values()].some((t) => t.awaitingRedelivery)) {
     pass.lagReadAt = performance.now();
     try {
       pass.caughtUp = await caughtUpPartitions(rt, queen);

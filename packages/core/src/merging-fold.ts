@@ -5,8 +5,8 @@ import { WATERMARK_KEY, openWindowStateKey, userKeyOfWindowKey, windowStateKey }
 import { lateIdentity } from './transaction-id.js';
 import {
   compareEmits,
-  storedWatermark,
   userStep,
+  watermarkBefore,
   watermarkOps,
   type FoldResult,
   type LateContribution,
@@ -123,7 +123,7 @@ export function foldMergingBatch(
   const { options, tag } = plan.window;
   const plugin = pluginOf(plan);
   const reducer = plan.reducer;
-  const oldWm = options.eventTime ? storedWatermark(stored) : undefined;
+  const oldWm = options.eventTime ? watermarkBefore(plan, prepared, stored) : undefined;
   const working = new Map<string, { userKey: string; version: number; windows: OpenWindow[] }>();
   const late = new Map<string, { acc: any; start: number; end: number; userKey: string; newestOffset: string }>();
   const lateContributions: LateContribution[] = [];
@@ -185,7 +185,7 @@ export function foldMergingBatch(
   for (const [key, l] of late) {
     emits.push({ identity: lateIdentity(key, l.newestOffset), windowKey: key, windowStart: l.start, windowEnd: l.end, userKey: l.userKey, value: reducer.result(l.acc) });
   }
-  stateOps.push(...watermarkOps(plan, stored, clock, oldWm));
+  stateOps.push(...watermarkOps(plan, stored, clock, prepared));
   return { stateOps, emits, lateDropped, late: lateContributions };
 }
 

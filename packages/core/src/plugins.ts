@@ -107,6 +107,13 @@ export interface WindowOptions<T = any> {
    * transaction as everything else). Default `'drop'`.
    */
   onLate?: LateOption;
+  /**
+   * Event time only, opt-in: once a partition has had no message for this
+   * many ms (broker clock), its watermark advances with the broker's clock,
+   * so its windows close without new events (see the core README, "Event-time
+   * idleness"). Needs the idle-flush timer (idleFlushMs > 0).
+   */
+  idleTimeoutMs?: number;
   /** Event-time extractor; without it windows bucket on the broker's createdAt. */
   eventTime?: (value: T) => EventTimeValue | null | undefined;
 }

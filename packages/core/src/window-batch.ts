@@ -10,8 +10,8 @@ import { lateIdentity } from './transaction-id.js';
 import { flushMergingRows, foldMergingBatch, mergingRipeAts } from './merging-fold.js';
 import {
   compareEmits,
-  storedWatermark,
   userStep,
+  watermarkBefore,
   watermarkOps,
   type FoldResult,
   type LateContribution,
@@ -27,7 +27,7 @@ import {
 // or close the ripe rows of an idle flush. No I/O: window-cycle.ts reads
 // and commits.
 
-export { storedWatermark, type FoldResult, type PreparedWindowBatch, type SkippedMessage, type WindowEmit };
+export { type FoldResult, type PreparedWindowBatch, type SkippedMessage, type WindowEmit };
 
 export function prepareWindowBatch(plan: CompiledQuery, messages: readonly SourceMessage[]): PreparedWindowBatch {
   const { plugin, options, tag } = plan.window!;
@@ -37,6 +37,7 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
   const skipped: SkippedMessage[] = [];
   let maxEventMs: number | undefined;
   let newestCreatedMs = -Infinity;
+  let oldestCreatedMs = Infinity;
   // Messages pushed together share a createdAt: parse each distinct text once.
   let lastCreatedText = '';
   let lastCreated = NaN;
@@ -47,6 +48,7 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
     }
     const created = lastCreated;
     if (created > newestCreatedMs) newestCreatedMs = created;
+    if (created < oldestCreatedMs) oldestCreatedMs = created;
     for (const { value, key } of runPreStages(plan.pre, message)) {
       let ts: number | undefined;
       if (options.eventTime) {
@@ -69,19 +71,20 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
       entries.push({ input: payloadOf(value), userKey: key, offset: message.offset, ts, windows });
     }
   }
-  return { entries, touchedKeys: [...touched], skipped, maxEventMs, newestCreatedMs };
+  return { entries, touchedKeys: [...touched], skipped, maxEventMs, newestCreatedMs, oldestCreatedMs };
 }
 
 /**
  * The clock that decides ripeness after this batch: processing time → the
  * newest createdAt; event time → the watermark advanced by this batch
- * (max event time − allowedLateness, never moving back). Undefined when no
+ * (max event time − allowedLateness, never moving back; from the watermark
+ * idled to at the batch's arrival with idleTimeoutMs). Undefined when no
  * event time has been seen yet.
  */
 export function batchClock(plan: CompiledQuery, prepared: PreparedWindowBatch, stored: ReadonlyMap<string, StateRow>): number | undefined {
   const { options } = plan.window!;
   if (!options.eventTime) return Number.isFinite(prepared.newestCreatedMs) ? prepared.newestCreatedMs : undefined;
-  const old = storedWatermark(stored);
+  const old = watermarkBefore(plan, prepared, stored);
   const candidate = prepared.maxEventMs === undefined ? undefined : prepared.maxEventMs - options.allowedLatenessMs;
   if (old === undefined) return candidate;
   if (candidate === undefined) return old;
@@ -116,7 +119,7 @@ export function foldWindowBatch(
   if (isMergingWindow(plan.window!.plugin)) return foldMergingBatch(plan as WindowPlan, prepared, stored, ripeRows, clock);
   const { options, tag } = (plan as WindowPlan).window;
   const reducer = (plan as WindowPlan).reducer;
-  const oldWm = options.eventTime ? storedWatermark(stored) : undefined;
+  const oldWm = options.eventTime ? watermarkBefore(plan, prepared, stored) : undefined;
   const working = new Map<string, WorkingRow>();
   const late = new Map<string, WorkingRow & { newestOffset: string }>();
   const lateContributions: LateContribution[] = [];
@@ -176,7 +179,7 @@ export function foldWindowBatch(
     emits.push({ identity: lateIdentity(key, row.newestOffset), windowKey: key, windowStart: row.windowStart, windowEnd: row.windowEnd, userKey: row.userKey, value: reducer.result(row.acc) });
   }
 
-  stateOps.push(...watermarkOps(plan as WindowPlan, stored, clock, oldWm));
+  stateOps.push(...watermarkOps(plan as WindowPlan, stored, clock, prepared));
   return { stateOps, emits, lateDropped, late: lateContributions };
 }
 

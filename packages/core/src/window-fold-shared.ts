@@ -3,8 +3,8 @@ import type { WindowBounds } from './plugins.js';
 import type { SourceMessage } from './source-message.js';
 import type { StateOp, StateRow } from './wire.js';
 import type { Reducer } from './reducer.js';
-import { WATERMARK_KEY } from './keys.js';
 import { OperatorError } from './pre-ops.js';
+import { watermarkAt, watermarkState, watermarkUpsert } from './event-time-idleness.js';
 
 // What the two window folds (fixed windows in window-batch.ts, merging
 // windows in merging-fold.ts) share: their input, their output and the
@@ -36,6 +36,8 @@ export interface PreparedWindowBatch {
   maxEventMs?: number;
   /** Newest broker createdAt of the batch: the processing-time clock. */
   newestCreatedMs: number;
+  /** Oldest broker createdAt of the batch: when event-time idleness ended, if it had begun. */
+  oldestCreatedMs: number;
 }
 
 /** A closed window leaving the reducer. */
@@ -87,15 +89,22 @@ export function compareEmits(a: WindowEmit, b: WindowEmit): number {
   return a.windowEnd - b.windowEnd || a.windowStart - b.windowStart || (a.windowKey < b.windowKey ? -1 : a.windowKey > b.windowKey ? 1 : 0);
 }
 
-/** The stored watermark (event time), if any. */
-export function storedWatermark(rows: ReadonlyMap<string, StateRow>): number | undefined {
-  const v = rows.get(WATERMARK_KEY)?.value?.eventTimeMs;
-  return typeof v === 'number' ? v : undefined;
+
+/**
+ * Event time: the watermark a batch is judged against — the stored one, or
+ * with idleTimeoutMs the one the partition had idled to when the batch's
+ * first message arrived (its createdAt: deterministic, whenever the batch
+ * is processed). Undefined before the first event.
+ */
+export function watermarkBefore(plan: CompiledQuery, prepared: PreparedWindowBatch, stored: ReadonlyMap<string, StateRow>): number | undefined {
+  return watermarkAt(plan.window!.options, watermarkState(stored), prepared.oldestCreatedMs);
 }
 
-/** Event time: the upsert of `__wm__` when this batch moved the watermark, else nothing. */
-export function watermarkOps(plan: WindowPlan, stored: ReadonlyMap<string, StateRow>, clock: number | undefined, oldWm: number | undefined): StateOp[] {
-  if (!plan.window.options.eventTime || clock === undefined || clock === oldWm) return [];
-  const wmRow = stored.get(WATERMARK_KEY);
-  return [{ type: 'upsert', key: WATERMARK_KEY, value: { eventTimeMs: clock }, expected_version: wmRow ? wmRow.version : 0 }];
+/**
+ * Event time: the upsert of `__wm__` when this batch moved the watermark (or,
+ * with idleTimeoutMs, its quiet anchor: the batch's newest createdAt), else nothing.
+ */
+export function watermarkOps(plan: WindowPlan, stored: ReadonlyMap<string, StateRow>, clock: number | undefined, prepared: PreparedWindowBatch): StateOp[] {
+  if (!plan.window.options.eventTime || clock === undefined) return [];
+  return watermarkUpsert(plan.window.options, stored, clock, prepared.newestCreatedMs);
 }

@@ -1,6 +1,7 @@
 import { option, parseOptions, z, type MisplacedOptions } from '@queen-mq/protocol';
 import type { SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
 import { isSinkPlugin } from './sink-output.js';
+import { chainError } from './chain-error.js';
 
 /** Window options after defaults and checks; durations in ms. */
 export interface ResolvedWindowOptions {
@@ -12,6 +13,8 @@ export interface ResolvedWindowOptions {
   /** `'sink'`: late events go to `lateSink` as late records. */
   onLate: 'drop' | 'include' | 'sink';
   lateSink?: SinkPlugin;
+  /** Event-time idleness (ms), when opted in. */
+  idleTimeoutMs?: number;
   eventTime?: (value: any) => unknown;
 }
 
@@ -38,6 +41,13 @@ export const windowOptionsSchema = z.object({
     type: '"drop" \\| "include" \\| sink plugin',
     default: '"drop"',
   }),
+  idleTimeoutMs: option(z.number().positive().optional(), {
+    description:
+      "Event time only, opt-in: once a partition has had no message for this long (broker clock), its watermark advances with the broker's clock, so its windows close (see the core README, \"Event-time idleness\"); needs idleFlushMs > 0",
+    rule: 'must be a positive number',
+    type: 'number (ms)',
+    default: '— (off: a quiet partition keeps its windows open)',
+  }),
   eventTime: option(z.custom<(value: any) => unknown>((v) => typeof v === 'function').optional(), {
     description: "Event-time extractor (Date, epoch ms or ISO string); without it windows bucket on the broker's createdAt",
     rule: 'must be a function',
@@ -58,16 +68,24 @@ function pluginOptionsOf(plugin: WindowPlugin): MisplacedOptions {
 
 /** Core's window option checks (S3, S4 defaults); an unknown option throws. The plugin checks its own. */
 export function resolveWindowOptions(plugin: WindowPlugin, options: WindowOptions | undefined): ResolvedWindowOptions {
-  const o = parseOptions(`the ${plugin.kind} window`, windowOptionsSchema, options, pluginOptionsOf(plugin));
+  const where = `the ${plugin.kind} window`;
+  const o = parseOptions(where, windowOptionsSchema, options, pluginOptionsOf(plugin));
   const allowedLateness = o.allowedLateness ?? 0;
+  const idleFlushMs = o.idleFlushMs ?? plugin.defaultIdleFlushMs;
+  if (o.idleTimeoutMs !== undefined) {
+    // Idleness moves a watermark, which only event time has; and only the flush timer closes a quiet partition's windows.
+    if (!o.eventTime) throw chainError(`${where}: idleTimeoutMs is for event-time windows: pass eventTime too`);
+    if (idleFlushMs <= 0) throw chainError(`${where}: idleTimeoutMs needs the idle-flush timer (idleFlushMs > 0), which advances a quiet partition's watermark`);
+  }
   const lateSink = typeof o.onLate === 'object' ? o.onLate : undefined;
   return {
-    idleFlushMs: o.idleFlushMs ?? plugin.defaultIdleFlushMs,
+    idleFlushMs,
     gracePeriodMs: Math.round((o.gracePeriod ?? 0) * 1000),
     allowedLatenessMs: Math.round(allowedLateness * 1000),
     allowedLateness,
     onLate: lateSink ? 'sink' : ((o.onLate as 'drop' | 'include' | undefined) ?? 'drop'),
     ...(lateSink ? { lateSink } : {}),
+    ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
     eventTime: o.eventTime,
   };
 }

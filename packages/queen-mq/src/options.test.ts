@@ -21,7 +21,7 @@ describe('options validated where they enter', () => {
     const e = failure(() => Stream.from(src).windowTumbling({ seconds: 60, idleFlushMS: 1000 } as any));
     expect(e.code).toBe('VALIDATION_FAILED');
     expect(e.message).toBe(
-      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"?); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, eventTime, seconds',
+      'tumbling window: unknown option "idleFlushMS" (did you mean "idleFlushMs"?); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, idleTimeoutMs, eventTime, seconds',
     );
     expect(() => Stream.from(src).windowSliding({ size: 60, slide: 10, grace: 5 } as any)).toThrow(/sliding window: unknown option "grace"; accepted: .*gracePeriod.*size, slide/);
     expect(() => Stream.from(src).windowSession({ gap: 30, eventtime: () => 0 } as any)).toThrow(/session window: unknown option "eventtime" \(did you mean "eventTime"\?\)/);
@@ -37,7 +37,7 @@ describe('options validated where they enter', () => {
     expect(() => session({ gap: 1, gapMs: 1000 } as any)).toThrow(/unknown option "gapMs" \(did you mean "gap"\?\)/);
     expect(() => cron({ every: 'hour', evry: 'day' } as any)).toThrow(/unknown option "evry"/);
     expect(() => Stream.from(src).window(tumbling({ seconds: 60 }), { idleFlushMS: 10 } as any)).toThrow(
-      /the tumbling window: unknown option "idleFlushMS" \(did you mean "idleFlushMs"\?\); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, eventTime$/,
+      /the tumbling window: unknown option "idleFlushMS" \(did you mean "idleFlushMs"\?\); accepted: idleFlushMs, gracePeriod, allowedLateness, onLate, idleTimeoutMs, eventTime$/,
     );
     expect(() => Stream.from(src).window(tumbling({ seconds: 60 }), { idleFlushMs: '10' } as any)).toThrow(/idleFlushMs must be a non-negative number, got "10"/);
   });
