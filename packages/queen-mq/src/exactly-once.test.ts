@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { collectUntil, configureSource, cursorOf, sleep, sumOf } from '../test/helpers.js';
+import { collectUntil, configureSource, cursorOf, drain, sleep, sumOf } from '../test/helpers.js';
 
 // Exactly-once under crashes: the runner lives in a child process that is
 // SIGKILLed at random moments (mid-pop, mid-cycle, mid-flush) and restarted.
@@ -201,5 +201,75 @@ describe('exactly-once', () => {
     }
     expect(new Set(emits.map((m) => m.transactionId)).size).toBe(emits.length);
     expect(Object.fromEntries([...seen].sort())).toEqual(Object.fromEntries([...expected].sort()));
+  }, 150000);
+
+  it('late records (onLate: a queue): runners SIGKILLed while late values arrive; every late value reaches the late queue exactly once', async () => {
+    const src = uniqueName('eol-src');
+    const sink = uniqueName('eol-sink');
+    const late = uniqueName('eol-late');
+    const queryId = uniqueName('eol');
+    await configureSource(b, src);
+    const env = { QUEEN_URL: b.url, SRC: src, SINK: sink, QUERY_ID: queryId, LATE: late };
+    const base = Date.parse('2026-01-05T10:00:00.000Z');
+    const partitions = ['pa', 'pb'];
+
+    // First the watermark: one event an hour ahead per partition, committed before any late value is pushed
+    // (a late value in the same batch as it would be judged against the watermark from before the batch).
+    const ahead = await b.http('POST', '/api/v1/push', { items: partitions.map((partition) => ({ queue: src, partition, payload: { ts: base + 3_600_000, k: 'ahead', n: 0 } })) });
+    expect(ahead.status).toBe(201);
+    const first = await startWorker(env);
+    await eventually(async () => {
+      for (const partition of partitions) if ((await cursorOf(b, `streams.${queryId}`, src, partition)) !== '1') return false;
+      return true;
+    }, 20000, 50);
+    await killHard(first);
+
+    // Then 2 × 600 values of the first ten minutes, all late, pushed 100 at a time while runners are killed.
+    const perPartition = 600;
+    const batches: unknown[][] = [];
+    for (const partition of partitions) {
+      for (let i = 0; i < perPartition; i += 100) {
+        batches.push(Array.from({ length: 100 }, (_, j) => ({ queue: src, partition, payload: { ts: base + (i + j) * 1000, k: `k${(i + j) % 3}`, n: i + j + 1 } })));
+      }
+    }
+    const pushBatch = async () => {
+      const res = await b.http('POST', '/api/v1/push', { items: batches.shift()! });
+      expect(res.status).toBe(201);
+    };
+    await pushBatch();
+    await pushBatch();
+    let killedMidRun = 0;
+    for (let kills = 0; kills < 5; kills++) {
+      if (batches.length) await pushBatch();
+      const child = await startWorker(env);
+      await eventually(async () => commits.get(child)! > 0, 20000, 20);
+      await sleep(Math.floor(Math.random() * 400));
+      if (batches.length) await pushBatch();
+      await killHard(child);
+      if (commits.get(child)! > 0) killedMidRun += 1;
+    }
+    while (batches.length) await pushBatch();
+    const final = await startWorker(env);
+    const total = partitions.length * perPartition;
+    const records = await collectUntil(b, late, (all) => all.length >= total, 90000, 2500);
+    await killHard(final);
+
+    expect(killedMidRun).toBe(5);
+    expect(records).toHaveLength(total);
+    expect(new Set(records.map((m) => m.transactionId)).size).toBe(total);
+    // Exactly the pushed values, each once, with its own window and lateness.
+    const got = records.map((m) => `${m.partition}|${m.data.offset}|${m.data.value.n}|${m.data.window.start}|${m.data.latenessMs}`).sort();
+    const want: string[] = [];
+    for (const partition of partitions) {
+      for (let i = 0; i < perPartition; i++) {
+        const start = base + Math.floor(i / 10) * 10_000;
+        want.push(`${partition}|${i + 2}|${i + 1}|${start}|${base + 3_600_000 - (start + 10_000)}`);
+      }
+    }
+    expect(got).toEqual(want.sort());
+    for (const r of records) expect(r.data).toMatchObject({ queryId, watermarkMs: base + 3_600_000, key: `k${(r.data.value.n - 1) % 3}`, eventTimeMs: r.data.value.ts });
+    // No window result: the only open window is the hour-ahead one.
+    expect(await drain(b, sink)).toEqual([]);
+    for (const partition of partitions) expect(await cursorOf(b, `streams.${queryId}`, src, partition)).toBe(String(perPartition + 1));
   }, 150000);
 });

@@ -1,13 +1,17 @@
 // A stream runner in its own process, for the exactly-once test: the test
 // SIGKILLs it at random moments and starts it again. Env: QUEEN_URL, SRC,
-// SINK, QUERY_ID.
+// SINK, QUERY_ID, and MODE or LATE (below).
 import { Queen, Stream } from 'queen-mq';
 
 const url = process.env.QUEEN_URL!;
 const queen = new Queen({ url });
 
 // MODE=processing: 1-second windows on the broker's createdAt, closed by the idle flush.
-const window = process.env.MODE === 'processing' ? { seconds: 1, idleFlushMs: 200 } : { seconds: 10, idleFlushMs: 200, eventTime: (m: any) => m.data.ts };
+// LATE=<queue>: event time, late values go to that queue as late records.
+const window =
+  process.env.MODE === 'processing'
+    ? { seconds: 1, idleFlushMs: 200 }
+    : { seconds: 10, idleFlushMs: 200, eventTime: (m: any) => m.data.ts, ...(process.env.LATE ? { onLate: queen.queue(process.env.LATE) } : {}) };
 
 const handle = await Stream.from(queen.queue(process.env.SRC!))
   .keyBy((m) => m.data.k)
