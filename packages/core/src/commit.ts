@@ -49,7 +49,7 @@ export interface Commit {
 }
 
 /** How a commit ended: applied, lost a compare-and-set race (recompute), or not applied (already reported). */
-export type CommitResult = 'committed' | 'conflict' | 'not-committed';
+type CommitResult = 'committed' | 'conflict' | 'not-committed';
 
 /** How often a batch is recomputed after VERSION_CONFLICT before it is left to the lease. */
 export const MAX_CONFLICT_RETRIES = 8;
@@ -58,7 +58,7 @@ export const MAX_CONFLICT_RETRIES = 8;
 const LEASE_LOST = new Set(['LEASE_EXPIRED', 'ALREADY_ACKED', 'MESSAGE_NOT_FOUND', 'MESSAGE_NOT_LEASED', 'ACK_COUNT_MISMATCH']);
 
 /** A cycle answered success:false: the server's catalogue code, as a QueenError. */
-export function cycleFailure(res: CycleResponse): QueenError {
+function cycleFailure(res: CycleResponse): QueenError {
   const code = isErrorCode(res.code) ? res.code : 'INTERNAL_ERROR';
   return new QueenError(code, `cycle failed: ${res.error ?? res.code ?? 'no error given'}`, { status: 200, extra: { partition_id: res.partition_id } });
 }

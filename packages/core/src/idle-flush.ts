@@ -20,7 +20,7 @@ const nextRipeHint = new WeakMap<TouchedPartition, number>();
 const SEED_PAGE = 1000;
 
 /** What one flush pass knows when it reaches a partition. */
-export interface FlushPass {
+interface FlushPass {
   /**
    * The broker's clock, read before the lag: processing time, and event time
    * with idleTimeoutMs (a quiet partition's watermark idles forward on it).
@@ -54,7 +54,7 @@ export interface FlushPass {
  * seen caught up on it: then that batch committed after all (or was
  * redelivered and committed), and nothing of it is pending.
  */
-export async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, pass: FlushPass = {}): Promise<'deferred' | void> {
+async function flushPartition(rt: RunnerContext, partitionId: string, partition: string, pass: FlushPass = {}): Promise<'deferred' | void> {
   const { plan } = rt;
   const { options, tag } = plan.window!;
   let touched = rt.touched.get(partitionId);
@@ -176,7 +176,7 @@ async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<
 }
 
 /** Partitions flushed at once in one pass: each is a state read (+ a cycle); they queue on PostgreSQL, not on the CPU. */
-export const FLUSH_CONCURRENCY = 16;
+const FLUSH_CONCURRENCY = 16;
 
 /**
  * One pass over the flush set, each partition under its partition lock,

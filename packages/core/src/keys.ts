@@ -22,7 +22,7 @@ let lastIsoMs = NaN;
 let lastIso = '';
 
 /** ISO-8601 with milliseconds, UTC: `2026-01-05T10:00:00.000Z`. */
-export function isoMs(epochMs: number): string {
+function isoMs(epochMs: number): string {
   if (epochMs !== lastIsoMs) {
     lastIso = new Date(epochMs).toISOString();
     lastIsoMs = epochMs;

@@ -243,11 +243,3 @@ export interface SinkPlugin {
   toPushItems?(value: unknown, ctx: SinkContext): SinkPushItem[];
   effect?(value: unknown, ctx: SinkContext): void | Promise<void>;
 }
-
-export function isGateStage(stage: PipeStage): stage is GateStage {
-  return stage.kind === 'gate';
-}
-
-export function isKeyByStage(stage: PipeStage): stage is KeyByStage {
-  return stage.kind === 'keyBy';
-}

@@ -29,7 +29,7 @@ export function parseWindowPluginOptions<S extends OptionsSchema>(where: string,
 }
 
 /** `O` without the common window options: what the plugin's factory takes (each member of a union on its own). */
-export type OwnWindowOptions<O> = O extends unknown ? Omit<O, keyof WindowOptions> : never;
+type OwnWindowOptions<O> = O extends unknown ? Omit<O, keyof WindowOptions> : never;
 
 /**
  * Splits a sugar's options (`.windowTumbling({ seconds, idleFlushMs })`) into
