@@ -27,7 +27,7 @@ import {
 // or close the ripe rows of an idle flush. No I/O: window-cycle.ts reads
 // and commits.
 
-export { type FoldResult, type PreparedWindowBatch, type SkippedMessage, type WindowEmit };
+export { type PreparedWindowBatch, type WindowEmit };
 
 export function prepareWindowBatch(plan: CompiledQuery, messages: readonly SourceMessage[]): PreparedWindowBatch {
   const { plugin, options, tag } = plan.window!;
