@@ -34,7 +34,11 @@ const PROBE_FIRST_MS = 100;
 const PROBE_MAX_MS = 1000;
 
 /** What the pool needs from the broker settings. */
-type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'segmentMaxAgeS'> & Partial<Pick<BrokerConfig, 'statementTimeoutMs'>>;
+type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'segmentMaxAgeS'> &
+  Partial<Pick<BrokerConfig, 'statementTimeoutMs'>> & {
+    /** How long a request waits for a pool connection. Default 5000 ms. */
+    poolWaitMs?: number;
+  };
 
 /**
  * The pool plus the one place that knows whether PostgreSQL is up. Any
@@ -54,13 +58,16 @@ export class Database extends EventEmitter {
   /** Bumped by every outage: a statement that started before it and succeeds after it proves nothing. */
   private epoch = 0;
 
+  private readonly poolSize: number;
+
   constructor(readonly url: string, config: DatabaseConfig, private readonly log?: Logger) {
     super();
+    this.poolSize = config.poolSize;
     const statementTimeoutMs = config.statementTimeoutMs ?? 30000;
     this.pool = new pg.Pool({
       connectionString: url,
       max: config.poolSize,
-      connectionTimeoutMillis: 5000,
+      connectionTimeoutMillis: config.poolWaitMs ?? 5000,
       idleTimeoutMillis: 30000,
       // A peer that vanished without a FIN (host down, cable cut) is noticed by
       // the kernel's keepalive probes instead of never.
@@ -196,6 +203,13 @@ export class Database extends EventEmitter {
 
   translate(err: unknown): unknown {
     if (err instanceof QueenError) return err;
+    // pg-pool words a wait for a busy pool like a connection that could not
+    // be made. With every connection open and at work, PostgreSQL is there:
+    // this is back-pressure (a burst wider than the pool), answered 503 like
+    // an outage (nothing applied, the client retries) but not logged as one.
+    if (isUnavailable(err) && /timeout exceeded when trying to connect/i.test((err as Error).message) && this.pool.totalCount >= this.poolSize && this.up) {
+      return new QueenError('DB_UNAVAILABLE', 'No database connection came free in time (the pool is busy); nothing was applied', { cause: err });
+    }
     if (isUnavailable(err)) {
       this.markDown(err);
       return new QueenError('DB_UNAVAILABLE', undefined, { cause: err });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueenError } from '@queen-mq/protocol';
+import { Database } from './database.js';
 import { setMaintenanceTask } from './retention.js';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
@@ -37,5 +38,26 @@ describe('statement timeout', () => {
     const r = await b.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });
     expect(r.status).toBe(200);
     expect(r.body.kv).toEqual({ expiredPurged: 7 });
+  });
+});
+
+describe('a busy pool', () => {
+  it('a request that waits out the pool answers DB_UNAVAILABLE without marking the database down (back-pressure, not an outage)', async () => {
+    const db = new Database(b.ctx.db.url, { ...b.ctx.config, statementTimeoutMs: 5000, poolSize: 1, poolWaitMs: 200 });
+    const downs: unknown[] = [];
+    db.on('down', (err) => downs.push(err));
+    try {
+      await db.query('select 1');
+      const held = db.transaction((c) => c.query('select pg_sleep(0.8)'));
+      const err = await db.query('select 1').catch((e: unknown) => e);
+      await held;
+      expect(err).toBeInstanceOf(QueenError);
+      expect((err as QueenError).code).toBe('DB_UNAVAILABLE');
+      expect((err as QueenError).message).toMatch(/pool is busy/);
+      expect(db.available).toBe(true);
+      expect(downs).toEqual([]);
+    } finally {
+      await db.close();
+    }
   });
 });
