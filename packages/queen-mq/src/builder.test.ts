@@ -39,7 +39,7 @@ describe('chain validation at build time', () => {
       expect(() => Stream.from(src).windowTumbling({ seconds: seconds as any }), String(seconds)).toThrow(/seconds must be a positive integer/);
     }
     const w = (o: object) => () => Stream.from(src).windowTumbling({ seconds: 5, ...o });
-    expect(w({ onLate: 'sideOutput' })).toThrow(/onLate must be "drop" or "include"/);
+    expect(w({ onLate: 'sideOutput' })).toThrow(/onLate must be "drop", "include" or a sink plugin/);
     expect(w({ idleFlushMs: -1 })).toThrow(/idleFlushMs must be a non-negative number/);
     expect(w({ gracePeriod: -1 })).toThrow(/gracePeriod must be a non-negative number/);
     expect(w({ allowedLateness: -0.5 })).toThrow(/allowedLateness must be a non-negative number/);
