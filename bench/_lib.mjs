@@ -72,11 +72,12 @@ export async function startDatabase(name) {
 
 /**
  * The deployable broker (apps/broker/dist/main.js) as a child process, so its
- * RSS is the broker's alone. Resolves once /ready answers 200.
+ * RSS is the broker's alone. Resolves once /ready answers 200. `script`: another
+ * server that takes DATABASE_URL and QUEEN_PORT and answers /ready (http-floor.mjs).
  */
-export async function spawnBroker(name, databaseUrl, env = {}, nodeArgs = []) {
+export async function spawnBroker(name, databaseUrl, env = {}, nodeArgs = [], script = join(ROOT, 'apps/broker/dist/main.js')) {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, join(ROOT, 'apps/broker/dist/main.js')], {
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     env: { ...process.env, DATABASE_URL: databaseUrl, QUEEN_PORT: String(port), QUEEN_HOST: '127.0.0.1', QUEEN_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,8 +1,10 @@
 // Side by side on one PostgreSQL: our broker (over HTTP through
 // @queen-mq/client), pg-boss 10.4.2 (in this process, the peer a user would
 // pick instead) and a plain-SQL ceiling written without any of our SQL
-// functions. Rounds alternate between the three so drift on a shared machine
-// hits them alike. Writes bench/results/peers.json and prints ratios.
+// functions, plus that same SQL behind a bare HTTP server (the "http floor":
+// what any broker reached over HTTP pays before doing anything of its own).
+// Rounds alternate between the four so drift on a shared machine hits them
+// alike. Writes bench/results/peers.json and prints ratios.
 //
 // Workloads (8 partitions, batch 100 unless said):
 //   e2e    1 producer pushing batches of 100 round-robin over the partitions
@@ -20,6 +22,8 @@ import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { Queen } from '@queen-mq/client';
+import { fileURLToPath } from 'node:url';
+import { createPlainSchema, plainQueue } from './plain-sql.mjs';
 import { loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'peers';
@@ -48,57 +52,46 @@ const broker = await spawnBroker(NAME, db.url);
 const rss = rssSampler(broker.pid);
 const sql = new pg.Pool({ connectionString: db.url, max: CONNECTIONS + PRODUCERS_PUSH_ONLY });
 
-// ---------------------------------------------------------------------------
-// Plain SQL: a partition row with its head, a cursor row with its lease, and
-// the messages keyed like ours. Producer: one transaction moving the head by
-// the batch and inserting the rows. Consumer: (1) claim a partition with
-// pending rows FOR UPDATE SKIP LOCKED, set its lease, read up to 100 rows
-// after the cursor; (2) advance the cursor and clear the lease.
-await sql.query(`
-  create schema plain;
-  create table plain.partitions (id bigserial primary key, queue text not null, name text not null, head bigint not null default 0, unique (queue, name));
-  create table plain.cursors (partition_id bigint primary key, cursor bigint not null default 0, lease_id uuid, lease_expires timestamptz, lease_last bigint);
-  create table plain.messages (partition_id bigint not null, msg_offset bigint not null, id uuid not null, payload jsonb, created_at timestamptz not null default now(),
-                               primary key (partition_id, msg_offset));`);
-
+// Plain SQL (plain-sql.mjs): the ceiling, in this process, one connection per
+// producer or consumer.
+await createPlainSchema(sql);
 function plainPath() {
-  const ids = new Map();
+  const plain = plainQueue(sql, { partitions: PARTITIONS, batch: BATCH });
   return {
-    async setup(queue) {
-      const { rows } = await sql.query(
-        `with p as (insert into plain.partitions (queue, name) select $1, 'p' || g from generate_series(0, $2 - 1) g returning id)
-         insert into plain.cursors (partition_id) select id from p returning partition_id`, [queue, PARTITIONS]);
-      ids.set(queue, rows.map((r) => r.partition_id));
-    },
-    async push(queue, partition, items) {
-      const client = await sql.connect();
-      try {
-        await client.query('begin');
-        const { rows } = await client.query('update plain.partitions set head = head + $2 where id = $1 returning head', [ids.get(queue)[partition], items.length]);
-        await client.query(
-          `insert into plain.messages (partition_id, msg_offset, id, payload)
-           select $1, $2::bigint - $3::bigint + ord, gen_random_uuid(), p from unnest($4::jsonb[]) with ordinality as u(p, ord)`,
-          [ids.get(queue)[partition], rows[0].head, items.length, items.map((i) => JSON.stringify(i))]);
-        await client.query('commit');
-      } finally {
-        client.release();
-      }
-    },
+    setup: (queue) => plain.setup(queue),
+    push: (queue, partition, items) => plain.push(queue, partition, items),
     async consume(queue) {
-      const { rows: claimed } = await sql.query(
-        `with c as (
-           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
-            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
-            order by c.partition_id for update of c skip locked limit 1),
-         m as (select m.msg_offset, m.id, m.payload from plain.messages m, c where m.partition_id = c.partition_id and m.msg_offset > c.cursor order by m.msg_offset limit $2),
-         l as (update plain.cursors u set lease_id = gen_random_uuid(), lease_expires = now() + interval '60 s', lease_last = (select max(msg_offset) from m)
-                 from c where u.partition_id = c.partition_id returning u.partition_id, u.lease_id, u.lease_last)
-         select l.partition_id, l.lease_id, l.lease_last, (select json_agg(m) from m) as messages from l`, [queue, BATCH]);
-      if (!claimed.length) return 0;
-      const c = claimed[0];
-      await sql.query('update plain.cursors set cursor = $2, lease_id = null, lease_expires = null, lease_last = null where partition_id = $1 and lease_id = $3',
-        [c.partition_id, c.lease_last, c.lease_id]);
-      return c.messages.length;
+      const claim = await plain.claim(queue);
+      if (!claim) return 0;
+      await plain.release(claim);
+      return claim.messages.length;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------
+// The same plain SQL behind a bare HTTP server in its own process
+// (http-floor.mjs): what the HTTP hop alone costs, one request per push, pop
+// and ack as with the broker.
+const floor = await spawnBroker(`${NAME} http floor`, db.url, { FLOOR_POOL: String(CONNECTIONS + PRODUCERS_PUSH_ONLY), FLOOR_PARTITIONS: String(PARTITIONS), FLOOR_BATCH: String(BATCH) }, [],
+  fileURLToPath(new URL('./http-floor.mjs', import.meta.url)));
+function httpFloorPath() {
+  const http = new Pool(floor.url, { connections: CONNECTIONS + PRODUCERS_PUSH_ONLY });
+  const call = async (path, body) => {
+    const r = await http.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await r.body.text();
+    if (r.statusCode !== 200) throw new Error(`http floor ${path}: ${r.statusCode} ${text}`);
+    return JSON.parse(text);
+  };
+  return {
+    http,
+    setup: (queue) => call('/setup', { queue }),
+    push: (queue, partition, items) => call('/push', { queue, partition, items }),
+    async consume(queue) {
+      const claim = await call('/pop', { queue });
+      if (!claim) return 0;
+      await call('/ack', claim);
+      return claim.messages.length;
     },
   };
 }
@@ -147,10 +140,10 @@ function pgBossPath() {
   };
 }
 
-const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath() };
+const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath(), 'http floor': httpFloorPath() };
 let queueSeq = 0;
 const newQueue = async (path, workload) => {
-  const q = `bench_${workload}_${path.replace('-', '')}_${queueSeq++}`;
+  const q = `bench_${workload}_${path.replace(/\W/g, '')}_${queueSeq++}`;
   await paths[path].setup(q);
   return q;
 };
@@ -230,7 +223,8 @@ async function compare(workload, label, run) {
     out[path] = { msgPerSec: Math.round(moved / secs), rounds: list };
   }
   rows.push({ workload: label, ...Object.fromEntries(Object.entries(out).map(([p, v]) => [p, v.msgPerSec])),
-    'broker/plain': ratio(out.broker.msgPerSec, out.plain.msgPerSec), 'broker/pg-boss': ratio(out.broker.msgPerSec, out['pg-boss'].msgPerSec), detail: out });
+    'broker/plain': ratio(out.broker.msgPerSec, out.plain.msgPerSec), 'broker/pg-boss': ratio(out.broker.msgPerSec, out['pg-boss'].msgPerSec),
+    'floor/plain': ratio(out['http floor'].msgPerSec, out.plain.msgPerSec), 'broker/floor': ratio(out.broker.msgPerSec, out['http floor'].msgPerSec), detail: out });
 }
 const ratio = (a, b) => (b ? Math.round((a / b) * 100) / 100 : null);
 
@@ -307,6 +301,7 @@ if (byName.e2e) {
   check('e2e broker / pg-boss', byName.e2e['broker/pg-boss'], TARGETS.e2eVsPgBoss);
 }
 if (byName.drain) check('drain broker / plain SQL', byName.drain['broker/plain'], TARGETS.drainVsPlain);
+for (const r of rows) summary.push({ measure: `${r.workload}: http floor / plain SQL (what the hop leaves)`, value: r['floor/plain'], target: '', met: '' });
 if (byName['push b100']) check('push b100 broker / plain SQL', byName['push b100']['broker/plain'], TARGETS.push100VsPlain);
 if (byName['push b1']) check('push b1 broker / plain SQL', byName['push b1']['broker/plain'], TARGETS.push1VsPlain);
 if (parked) {
@@ -317,7 +312,7 @@ if (parked) {
 summary.push({ measure: 'broker RSS peak (MB)', value: mb(memory.peakBytes), target: '≤ 150', met: memory.peakBytes <= 150 * 1048576 ? 'yes' : 'no' });
 summary.push({ measure: 'dead tuples in queen.messages', value: deadTuples?.dead ?? null, target: '0', met: (deadTuples?.dead ?? 0) === 0 ? 'yes' : 'no' });
 
-console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'broker/plain', 'broker/pg-boss'], rows));
+console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'http floor', 'broker/plain', 'broker/pg-boss', 'floor/plain', 'broker/floor'], rows));
 console.log();
 console.log(table(['measure', 'value', 'target', 'met'], summary));
 
@@ -327,6 +322,7 @@ const file = await writeResults(NAME, {
   notes: [
     'plain: no function of ours; producer BEGIN; UPDATE partitions SET head = head + n RETURNING head; INSERT n rows (unnest); COMMIT. Consumer: one statement claiming a partition with pending rows FOR UPDATE SKIP LOCKED, setting its lease and reading up to 100 rows after the cursor; a second advancing the cursor and clearing the lease.',
     'broker: apps/broker/dist/main.js in a child process, driven through @queen-mq/client (long-poll pops with a 200 ms wait, batch acks).',
+    'http floor: the plain SQL behind a bare node:http server in a child process (bench/http-floor.mjs), one request per push, pop and ack, no validation; floor/plain is what the HTTP hop alone leaves of the ceiling.',
     'pg-boss 10.4.2 in this process: insert(100 jobs), fetch({batchSize: 100}) + complete(ids); an empty fetch or plain claim waits 5 ms.',
     'Rates sum each path over its alternated rounds.',
   ],
@@ -339,6 +335,8 @@ const file = await writeResults(NAME, {
 progress(NAME, `wrote ${file}`);
 
 await paths.broker.queen.close();
+await paths['http floor'].http.close();
+await floor.stop();
 await boss.stop({ graceful: false, close: true }).catch(() => undefined);
 await sql.end();
 await broker.stop();
