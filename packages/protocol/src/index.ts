@@ -12,6 +12,7 @@ export * from './admin.js';
 export * from './streams.js';
 export * from './kv.js';
 export * from './console.js';
+export * from './resources.js';
 export * from './routes.js';
 export * from './paths.js';
 export * from './openapi.js';

@@ -7,6 +7,7 @@ import { consoleRoutes } from './console.js';
 import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
+import { groupDetailResponse, queueDetailResponse, queueListResponse } from './resources.js';
 import { streamRoutes } from './streams.js';
 import { listPageQuery, name255, queueName } from './values.js';
 
@@ -50,8 +51,8 @@ export const routes = {
   ack: route({ method: 'POST', url: '/api/v1/ack', level: 'read-write', summary: 'Acknowledge one message', body: ackBody, response: ackResponse }),
   ackBatch: route({ method: 'POST', url: '/api/v1/ack/batch', level: 'read-write', summary: 'Acknowledge many messages', body: ackBatchBody, response: ackResponse }),
   leaseExtend: route({ method: 'POST', url: '/api/v1/lease/:leaseId/extend', level: 'read-write', summary: 'Extend a live lease', params: leaseExtendParams, body: leaseExtendBody, response: leaseExtendResponse }),
-  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues (paged: limit, offset)', query: listPageQuery }),
-  queueGet: route({ method: 'GET', url: '/api/v1/resources/queues/:queue', level: 'read-only', summary: 'Queue detail with partitions and offsets (partitions paged: limit, offset)', params: queueParams, query: listPageQuery }),
+  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues (paged: limit, offset)', query: listPageQuery, response: queueListResponse }),
+  queueGet: route({ method: 'GET', url: '/api/v1/resources/queues/:queue', level: 'read-only', summary: 'Queue detail with partitions and offsets (partitions paged: limit, offset)', params: queueParams, query: listPageQuery, response: queueDetailResponse }),
   groupGet: route({
     method: 'GET',
     url: '/api/v1/consumer-groups/:group',
@@ -59,6 +60,7 @@ export const routes = {
     summary: 'Consumer group detail: cursors, lag, leases',
     params: groupParams,
     query: z.object({ queue: queueName.optional() }),
+    response: groupDetailResponse,
   }),
 } satisfies Record<string, RouteSpec>;
 

@@ -1,4 +1,4 @@
-import type { AccessLevel, adminRoutes, consoleRoutes, kvRoutes, routes, streamRoutes } from '@queen-mq/protocol';
+import type { AccessLevel, adminRoutes, consoleRoutes, kvRoutes, routes, streamRoutes, z } from '@queen-mq/protocol';
 import { routePath } from '@queen-mq/protocol/paths';
 
 /** One route of the protocol table as build.mjs baked it in: the page writes no URL or level itself. */
@@ -8,7 +8,11 @@ interface RouteRef {
   level: AccessLevel;
 }
 
-type RouteName = keyof typeof routes | keyof typeof adminRoutes | keyof typeof streamRoutes | keyof typeof kvRoutes | keyof typeof consoleRoutes;
+type RouteTable = typeof routes & typeof adminRoutes & typeof streamRoutes & typeof kvRoutes & typeof consoleRoutes;
+type RouteName = keyof RouteTable;
+
+/** What route `N` answers: its response schema's output, as the protocol writes it (never restated here). */
+type Answer<N extends RouteName> = RouteTable[N] extends { response: infer R extends z.ZodType } ? z.output<R> : unknown;
 
 declare const QUEEN_ROUTES: Record<RouteName, RouteRef>;
 const ROUTES = QUEEN_ROUTES;
@@ -42,8 +46,8 @@ interface CallOptions {
   body?: unknown;
 }
 
-/** Calls a route of the table by name; throws ApiError on a non-2xx. */
-export async function call<T = any>(name: RouteName, options: CallOptions = {}): Promise<T> {
+/** Calls a route of the table by name, its answer typed by the route's response schema; throws ApiError on a non-2xx. */
+export async function call<N extends RouteName>(name: N, options: CallOptions = {}): Promise<Answer<N>> {
   const spec = ROUTES[name];
   const search = new URLSearchParams();
   for (const [k, v] of Object.entries(options.query ?? {})) if (v !== undefined && v !== '') search.set(k, String(v));
@@ -56,7 +60,7 @@ export async function call<T = any>(name: RouteName, options: CallOptions = {}):
   const text = await res.text();
   const body = text ? JSON.parse(text) : undefined;
   if (!res.ok) throw new ApiError(res.status, body?.code ?? 'HTTP_' + res.status, body?.error ?? res.statusText);
-  return body as T;
+  return body as Answer<N>;
 }
 
 const rank: Record<AccessLevel, number> = { public: 0, 'read-only': 1, 'read-write': 2, admin: 3 };

@@ -1,4 +1,4 @@
-import type { AccessLevel } from '@queen-mq/protocol';
+import type { AccessLevel, dlqMessage, z } from '@queen-mq/protocol';
 import { useEffect, useState } from 'preact/hooks';
 import { call, can } from './api.js';
 import { confirmed, ErrorBox, Json, Pager, preview, time, usePoll } from './components.js';
@@ -6,30 +6,7 @@ import { href, navigate } from './router.js';
 
 const PAGE = 100;
 
-interface DlqEntry {
-  id: string;
-  transactionId: string;
-  queue: string;
-  partition: string;
-  consumerGroup: string;
-  errorMessage: string | null;
-  retryCount: number;
-  data: unknown;
-  createdAt: string;
-  failedAt: string;
-  offset: string;
-}
-
-interface DlqPageData {
-  messages: DlqEntry[];
-  total: number;
-}
-
-interface ActionResult {
-  requeued?: number;
-  deleted?: number;
-  results: { id: string; success: boolean; code: string | null }[];
-}
+type DlqEntry = z.output<typeof dlqMessage>;
 
 /** One row per (message, group); actions name the message, so they act on every group's entry unless one is picked. */
 const rowKey = (m: DlqEntry) => `${m.id}/${m.consumerGroup}`;
@@ -45,7 +22,7 @@ export function DlqPage({ level, query }: { level: AccessLevel; query: URLSearch
   const [filter, setFilter] = useState({ queue, group });
   useEffect(() => setFilter({ queue, group }), [queue, group]);
   const { data, error, reload } = usePoll(
-    () => call<DlqPageData>('dlq', { query: { queue: queue || undefined, consumerGroup: group || undefined, limit: PAGE, offset } }),
+    () => call('dlq', { query: { queue: queue || undefined, consumerGroup: group || undefined, limit: PAGE, offset } }),
     [queue, group, offset],
     5000,
   );
@@ -59,14 +36,17 @@ export function DlqPage({ level, query }: { level: AccessLevel; query: URLSearch
     setNotice(undefined);
     setActionError(undefined);
     try {
-      const ids = [...new Set(entries.map((m) => m.id))];
-      const r = await call<ActionResult>(route, { body: { ids, ...(group ? { consumerGroup: group } : {}) } });
-      const failed = r.results.filter((x) => !x.success);
-      setNotice(
-        route === 'dlqRequeue'
-          ? `Requeued ${r.requeued} message(s)${failed.length ? `; ${failed.length} not found (already requeued or deleted)` : ''}`
-          : `Deleted the DLQ entries of ${r.deleted} message(s)${failed.length ? `; ${failed.length} not found` : ''}`,
-      );
+      const body = { ids: [...new Set(entries.map((m) => m.id))], ...(group ? { consumerGroup: group } : {}) };
+      const notFound = (results: { success: boolean }[]) => results.filter((x) => !x.success).length;
+      if (route === 'dlqRequeue') {
+        const r = await call('dlqRequeue', { body });
+        const failed = notFound(r.results);
+        setNotice(`Requeued ${r.requeued} message(s)${failed ? `; ${failed} not found (already requeued or deleted)` : ''}`);
+      } else {
+        const r = await call('dlqDelete', { body });
+        const failed = notFound(r.results);
+        setNotice(`Deleted the DLQ entries of ${r.deleted} message(s)${failed ? `; ${failed} not found` : ''}`);
+      }
       setSelected(new Set());
       reload();
     } catch (err) {

@@ -6,38 +6,10 @@ import { href, navigate } from './router.js';
 
 const REFRESH_MS = 5000;
 
-interface GroupSummary {
-  name: string;
-  topics: string[];
-  members: number;
-  totalLag: number;
-  partitionsWithLag: number;
-  maxTimeLag: number;
-  state: 'Stable' | 'Lagging' | 'Dead';
-}
-
-interface GroupDetail {
-  name: string;
-  partitions: {
-    queue: string;
-    partition: string;
-    partitionId: string;
-    cursor: string;
-    firstOffset: string;
-    headOffset: string;
-    lag: number;
-    timeLag: number;
-    leased: boolean;
-    leaseExpiresAt: string | null;
-    lastConsumedAt: string | null;
-  }[];
-  subscriptions: { queue: string; mode: string; timestamp: string | null }[];
-}
-
 const stateBadge = { Stable: 'ok', Lagging: 'warn', Dead: 'bad' } as const;
 
 export function GroupsPage() {
-  const { data, error } = usePoll(() => call<GroupSummary[]>('groupList', { query: { limit: 1000 } }), [], REFRESH_MS);
+  const { data, error } = usePoll(() => call('groupList', { query: { limit: 1000 } }), [], REFRESH_MS);
   return (
     <>
       <h2>Consumer groups</h2>
@@ -82,7 +54,7 @@ export function GroupsPage() {
 }
 
 export function GroupPage({ name, level }: { name: string; level: AccessLevel }) {
-  const { data, error, reload } = usePoll(() => call<GroupDetail>('groupGet', { params: { group: name } }), [name], REFRESH_MS);
+  const { data, error, reload } = usePoll(() => call('groupGet', { params: { group: name } }), [name], REFRESH_MS);
   const [notice, setNotice] = useState<string | undefined>();
   const [actionError, setActionError] = useState<Error | undefined>();
   const [when, setWhen] = useState<Record<string, string>>({});

@@ -1,4 +1,3 @@
-import type { KvListResult, KvNamespacesResult } from '@queen-mq/protocol';
 import { useEffect, useState } from 'preact/hooks';
 import { call } from './api.js';
 import { duration, ErrorBox, Json, preview, time, usePoll } from './components.js';
@@ -15,13 +14,13 @@ export function KvPage({ query }: { query: URLSearchParams }) {
   useEffect(() => setForm({ namespace, prefix }), [namespace, prefix]);
   const [open, setOpen] = useState<string | undefined>();
   const { data, error } = usePoll(
-    async () => (namespace ? call<KvListResult>('kvList', { params: { namespace }, query: { prefix: prefix || undefined, after: after || undefined, limit: PAGE } }) : undefined),
+    async () => (namespace ? call('kvList', { params: { namespace }, query: { prefix: prefix || undefined, after: after || undefined, limit: PAGE } }) : undefined),
     [namespace, prefix, after],
     10000,
   );
   const nsAfter = query.get('nsAfter') ?? '';
   const namespaces = usePoll(
-    async () => (namespace ? undefined : call<KvNamespacesResult>('kvNamespaces', { query: { after: nsAfter || undefined, limit: PAGE } })),
+    async () => (namespace ? undefined : call('kvNamespaces', { query: { after: nsAfter || undefined, limit: PAGE } })),
     [namespace, nsAfter],
   );
   const now = Date.now();

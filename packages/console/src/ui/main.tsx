@@ -1,4 +1,3 @@
-import type { ConsoleSession } from '@queen-mq/protocol';
 import { render } from 'preact';
 import { useState } from 'preact/hooks';
 import { ApiError, call, getToken, setToken } from './api.js';
@@ -41,7 +40,7 @@ function Login({ error, onToken }: { error?: Error; onToken: (token: string) => 
 
 function App() {
   const [tokenRev, setTokenRev] = useState(0);
-  const session = usePoll(() => call<ConsoleSession>('consoleSession'), [tokenRev], 30000);
+  const session = usePoll(() => call('consoleSession'), [tokenRev], 30000);
   const loc = useLocation();
   const useToken = (token: string) => {
     setToken(token);

@@ -1,4 +1,3 @@
-import type { ConsoleMessages, ConsoleQueues } from '@queen-mq/protocol';
 import { useRef, useState } from 'preact/hooks';
 import { call } from './api.js';
 import { duration, ErrorBox, Json, Pager, preview, Section, time, usePoll } from './components.js';
@@ -26,7 +25,7 @@ export function QueuesPage() {
   const samples = useRef(new Map<string, [Sample | undefined, Sample]>());
   const { data, error } = usePoll(
     async () => {
-      const page = await call<ConsoleQueues>('consoleQueues', { query: { limit: PAGE, offset } });
+      const page = await call('consoleQueues', { query: { limit: PAGE, offset } });
       const at = Date.parse(page.serverTime);
       for (const q of page.queues) {
         const last = samples.current.get(q.name)?.[1];
@@ -94,20 +93,13 @@ export function QueuesPage() {
   );
 }
 
-interface QueueDetail {
-  queue: string;
-  options: Record<string, unknown>;
-  partitions: { id: string; name: string; firstOffset: string; headOffset: string; segments: number; lastActivity: string }[];
-  partitionCount: number;
-}
-
 export function QueuePage({ name, query }: { name: string; query: URLSearchParams }) {
   const partition = query.get('partition') ?? undefined;
   const before = query.get('before') ?? undefined;
   const [open, setOpen] = useState<string | undefined>(undefined);
-  const detail = usePoll(() => call<QueueDetail>('queueGet', { params: { queue: name }, query: { limit: 200 } }), [name], REFRESH_MS);
+  const detail = usePoll(() => call('queueGet', { params: { queue: name }, query: { limit: 200 } }), [name], REFRESH_MS);
   const messages = usePoll(
-    () => call<ConsoleMessages>('consoleMessages', { params: { queue: name }, query: { partition, before, limit: 50 } }),
+    () => call('consoleMessages', { params: { queue: name }, query: { partition, before, limit: 50 } }),
     [name, partition, before],
     REFRESH_MS,
   );

@@ -1,4 +1,4 @@
-import type { AccessLevel, StreamCounters, StreamPartitions, StreamWindows } from '@queen-mq/protocol';
+import type { AccessLevel, StreamCounters } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
 import { confirmed, duration, ErrorBox, Json, preview, Section, time, usePoll } from './components.js';
@@ -7,23 +7,14 @@ import { href, navigate } from './router.js';
 /** Open windows refresh this often: they change with every cycle. */
 const WINDOWS_REFRESH_MS = 3000;
 
-interface QueryInfo {
-  query_id: string;
-  name: string;
-  source_queue: string;
-  sink_queue: string | null;
-  state_rows: number;
-  updated_at: string;
-}
-
 type Counter = StreamCounters['queries'][number];
 
 export function StreamsPage() {
   const { data, error } = usePoll(
     async () => {
       const [list, counters] = await Promise.all([
-        call<{ queries: QueryInfo[] }>('streamsList', { query: { limit: 1000 } }),
-        call<StreamCounters>('streamsCounters'),
+        call('streamsList', { query: { limit: 1000 } }),
+        call('streamsCounters'),
       ]);
       return { list, counters: new Map(counters.queries.map((c) => [c.query_id, c])), since: counters.since };
     },
@@ -92,9 +83,9 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
   const [partition, setPartition] = useState<string | undefined>();
   const [open, setOpen] = useState<string | undefined>();
   const [actionError, setActionError] = useState<Error | undefined>();
-  const parts = usePoll(() => call<StreamPartitions>('streamsPartitions', { params: { name }, query: { limit: 1000 } }), [name], 5000);
+  const parts = usePoll(() => call('streamsPartitions', { params: { name }, query: { limit: 1000 } }), [name], 5000);
   const windows = usePoll(
-    () => call<StreamWindows>('streamsWindows', { params: { name }, query: { partition, limit: 200 } }),
+    () => call('streamsWindows', { params: { name }, query: { partition, limit: 200 } }),
     [name, partition],
     WINDOWS_REFRESH_MS,
   );
