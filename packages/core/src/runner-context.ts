@@ -21,7 +21,7 @@ export interface RunMetrics {
   flushCyclesTotal: number;
   /** Source messages acknowledged by committed cycles. */
   messagesTotal: number;
-  /** Event-time messages dropped as late (onLate 'drop'). */
+  /** Event-time messages late and not folded: dropped (onLate 'drop') or handed to the onLate sink as late records. */
   lateEventsTotal: number;
   /** Failures reported to onError. */
   errorsTotal: number;
