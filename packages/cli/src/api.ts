@@ -1,25 +1,6 @@
-import type { Queen } from '@queen-mq/client';
-import { routePath, type RouteSpec } from '@queen-mq/protocol';
-import type { QueryValue } from '@queen-mq/client';
-
-/**
- * One call to a route of the protocol table: the path comes from the table
- * (`routePath`), never written here. GETs are retried like any idempotent
- * call (unless `idempotent: false`); writes only when the connection failed
- * before sending.
- */
-export function call<T = any>(
-  queen: Queen,
-  spec: RouteSpec,
-  input: { params?: Record<string, string>; query?: Record<string, QueryValue>; body?: unknown; signal?: AbortSignal; idempotent?: boolean } = {},
-): Promise<T> {
-  return queen.request<T>(spec.method, routePath(spec, input.params), {
-    query: input.query,
-    body: input.body,
-    idempotent: input.idempotent ?? spec.method === 'GET',
-    signal: input.signal,
-  });
-}
+// Paging of the listing routes. Each call itself goes through the client's
+// typed route calls (`queen.api.<route>`), named and typed by the protocol's
+// route table.
 
 /** Page size for the paged listings (the route's default). */
 export const PAGE = 1000;

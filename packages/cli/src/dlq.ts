@@ -1,16 +1,9 @@
-import { adminRoutes } from '@queen-mq/protocol';
-import { call } from './api.js';
 import { int, str, type CommandSpec, type Ctx } from './command.js';
 import { EXIT } from './exit.js';
 import { printRows } from './output.js';
 
-interface ItemResult {
-  success: boolean;
-  [k: string]: unknown;
-}
-
-async function actOnIds(ctx: Ctx, spec: typeof adminRoutes.dlqRequeue | typeof adminRoutes.dlqDelete, columns: string[]): Promise<number> {
-  const res = await call<{ results: ItemResult[] }>(ctx.queen, spec, { body: { ids: ctx.args, consumerGroup: str(ctx.values.group) } });
+async function actOnIds(ctx: Ctx, route: 'dlqRequeue' | 'dlqDelete', columns: string[]): Promise<number> {
+  const res = await ctx.queen.api[route]({ body: { ids: ctx.args, consumerGroup: str(ctx.values.group) } });
   printRows(ctx.io, ctx.json, columns, res.results);
   const missing = res.results.filter((r) => !r.success).length;
   if (missing) ctx.io.stderr.write(`${missing} of ${res.results.length} id(s) had no DLQ entry\n`);
@@ -23,7 +16,7 @@ export const dlqCommands: Record<string, CommandSpec> = {
     options: { queue: { type: 'string' }, group: { type: 'string' }, partition: { type: 'string' }, limit: { type: 'string' }, offset: { type: 'string' } },
     positionals: [0, 0],
     async run({ io, queen, json, values }) {
-      const res = await call<{ messages: Record<string, unknown>[]; total: number }>(queen, adminRoutes.dlq, {
+      const res = await queen.api.dlq({
         query: {
           queue: str(values.queue),
           consumerGroup: str(values.group),
@@ -40,11 +33,11 @@ export const dlqCommands: Record<string, CommandSpec> = {
   requeue: {
     options: { group: { type: 'string' } },
     positionals: [1, 1000],
-    run: (ctx) => actOnIds(ctx, adminRoutes.dlqRequeue, ['id', 'success', 'queue', 'partition', 'entriesDeleted', 'offset', 'messageId', 'code']),
+    run: (ctx) => actOnIds(ctx, 'dlqRequeue', ['id', 'success', 'queue', 'partition', 'entriesDeleted', 'offset', 'messageId', 'code']),
   },
   delete: {
     options: { group: { type: 'string' } },
     positionals: [1, 1000],
-    run: (ctx) => actOnIds(ctx, adminRoutes.dlqDelete, ['id', 'success', 'entriesDeleted', 'code']),
+    run: (ctx) => actOnIds(ctx, 'dlqDelete', ['id', 'success', 'entriesDeleted', 'code']),
   },
 };

@@ -1,16 +1,8 @@
-import { adminRoutes, routes } from '@queen-mq/protocol';
-import { allPages, call } from './api.js';
+import { allPages } from './api.js';
 import { str, type CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
 import { printObject, printRows } from './output.js';
 import { UsageError } from './usage.js';
-
-interface GroupSummary {
-  name: string;
-  queues: { queue: string; lag: number; maxTimeLag: number }[];
-  members: number;
-  state: string;
-}
 
 /** `queen groups list|show|seek`. */
 export const groupsCommands: Record<string, CommandSpec> = {
@@ -19,7 +11,7 @@ export const groupsCommands: Record<string, CommandSpec> = {
     positionals: [0, 0],
     async run({ io, queen, json, values }) {
       const queue = str(values.queue);
-      const groups = await allPages((query) => call<GroupSummary[]>(queen, adminRoutes.groupList, { query }));
+      const groups = await allPages((query) => queen.api.groupList({ query }));
       // One row per (group, queue): lag in messages and in seconds (age of the oldest pending message).
       const rows = groups.flatMap((g) =>
         g.queues
@@ -34,7 +26,7 @@ export const groupsCommands: Record<string, CommandSpec> = {
     options: { queue: { type: 'string' } },
     positionals: [1, 1],
     async run({ io, queen, json, args, values }) {
-      const res = await call<{ partitions: Record<string, unknown>[] }>(queen, routes.groupGet, { params: { group: args[0]! }, query: { queue: str(values.queue) } });
+      const res = await queen.api.groupGet({ params: { group: args[0]! }, query: { queue: str(values.queue) } });
       printRows(io, json, ['queue', 'partition', 'cursor', 'headOffset', 'lag', 'leased', 'leaseExpiresAt', 'lastConsumedAt'], res.partitions);
       return EXIT.OK;
     },
@@ -54,11 +46,11 @@ export const groupsCommands: Record<string, CommandSpec> = {
       if (offset !== undefined && !/^\d+$/.test(offset)) throw new UsageError(`--offset must be a non-negative integer, got "${offset}"`);
       if (partition === undefined) {
         if (offset !== undefined) throw new UsageError('--offset needs --partition: offsets are per partition');
-        const res = await call(queen, adminRoutes.seekQueue, { params: { group, queue }, body: toEnd ? { toEnd: true } : { timestamp } });
+        const res = await queen.api.seekQueue({ params: { group, queue }, body: toEnd ? { toEnd: true } : { timestamp } });
         printObject(io, json, res);
       } else {
         const body = toEnd ? {} : offset !== undefined ? { offset } : { timestamp };
-        const res = await call(queen, adminRoutes.seekPartition, { params: { group, queue, partition }, body });
+        const res = await queen.api.seekPartition({ params: { group, queue, partition }, body });
         printObject(io, json, res);
       }
       return EXIT.OK;

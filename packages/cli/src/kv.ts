@@ -1,5 +1,3 @@
-import { kvRoutes } from '@queen-mq/protocol';
-import { call } from './api.js';
 import { int, parseJsonArg, str, type CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
 import { printObject, printRows } from './output.js';
@@ -10,7 +8,7 @@ export const kvCommands: Record<string, CommandSpec> = {
     options: {},
     positionals: [2, 2],
     async run({ io, queen, json, args }) {
-      printObject(io, json, await call(queen, kvRoutes.kvGet, { params: { namespace: args[0]!, key: args[1]! } }));
+      printObject(io, json, await queen.api.kvGet({ params: { namespace: args[0]!, key: args[1]! } }));
       return EXIT.OK;
     },
   },
@@ -20,7 +18,7 @@ export const kvCommands: Record<string, CommandSpec> = {
     async run({ io, queen, json, args, values }) {
       const value = parseJsonArg(args[2]!, 'the value');
       const body = { value, ttlSeconds: int(values.ttl, 'ttl'), expectedVersion: int(values['expected-version'], 'expected-version') };
-      printObject(io, json, await call(queen, kvRoutes.kvPut, { params: { namespace: args[0]!, key: args[1]! }, body }));
+      printObject(io, json, await queen.api.kvPut({ params: { namespace: args[0]!, key: args[1]! }, body }));
       return EXIT.OK;
     },
   },
@@ -34,7 +32,7 @@ export const kvCommands: Record<string, CommandSpec> = {
       let after = str(values.after);
       let more = false;
       while (items.length < limit) {
-        const page = await call<{ items: Record<string, unknown>[]; nextAfter: string | null }>(queen, kvRoutes.kvList, {
+        const page = await queen.api.kvList({
           params: { namespace: args[0]! },
           query: { prefix: str(values.prefix), after, limit: Math.min(1000, limit - items.length) },
         });
@@ -52,7 +50,7 @@ export const kvCommands: Record<string, CommandSpec> = {
     options: { 'expected-version': { type: 'string' } },
     positionals: [2, 2],
     async run({ io, queen, json, args, values }) {
-      const res = await call<{ deleted: boolean }>(queen, kvRoutes.kvDelete, {
+      const res = await queen.api.kvDelete({
         params: { namespace: args[0]!, key: args[1]! },
         query: { expectedVersion: int(values['expected-version'], 'expected-version') },
       });

@@ -1,5 +1,5 @@
-import { adminRoutes, routes } from '@queen-mq/protocol';
-import { allPages, call } from './api.js';
+import type { QueueDetail } from '@queen-mq/protocol';
+import { allPages } from './api.js';
 import { parseJsonArg, requireYes, type CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
 import { printObject, printRows, printTable } from './output.js';
@@ -11,7 +11,7 @@ export const queuesCommands: Record<string, CommandSpec> = {
     options: {},
     positionals: [0, 0],
     async run({ io, queen, json }) {
-      const queues = await allPages(async (query) => (await call<{ queues: Record<string, unknown>[] }>(queen, routes.queueList, { query })).queues);
+      const queues = await allPages(async (query) => (await queen.api.queueList({ query })).queues);
       printRows(io, json, ['name', 'partitions', 'namespace', 'task', 'createdAt'], queues);
       return EXIT.OK;
     },
@@ -20,10 +20,9 @@ export const queuesCommands: Record<string, CommandSpec> = {
     options: {},
     positionals: [1, 1],
     async run({ io, queen, json, args }) {
-      type Detail = { queue: string; options: Record<string, unknown>; partitions: Record<string, string>[] };
-      let q: Detail | undefined;
+      let q: QueueDetail | undefined;
       const partitions = await allPages(async (query) => {
-        const page = await call<Detail>(queen, routes.queueGet, { params: { queue: args[0]! }, query });
+        const page = await queen.api.queueGet({ params: { queue: args[0]! }, query });
         q ??= page;
         return page.partitions;
       });
@@ -35,7 +34,7 @@ export const queuesCommands: Record<string, CommandSpec> = {
       io.stdout.write(`queue ${q.queue}\n\n`);
       printTable(io, ['option', 'value'], Object.entries(q.options).map(([option, value]) => ({ option, value })));
       io.stdout.write('\n');
-      const rows = partitions.map((p) => ({ ...p, retained: String(BigInt(p.headOffset!) - BigInt(p.firstOffset!) + 1n) }));
+      const rows = partitions.map((p) => ({ ...p, retained: String(BigInt(p.headOffset) - BigInt(p.firstOffset) + 1n) }));
       printTable(io, ['name', 'firstOffset', 'headOffset', 'retained', 'segments', 'lastActivity', 'id'], rows);
       return EXIT.OK;
     },
@@ -52,7 +51,7 @@ export const queuesCommands: Record<string, CommandSpec> = {
         if (eq <= 0) throw new UsageError(`"${pair}" is not option=value`);
         options[pair.slice(0, eq)] = parseJsonArg(pair.slice(eq + 1), `the value of ${pair.slice(0, eq)}`);
       }
-      const res = await call<{ options: Record<string, unknown> }>(queen, adminRoutes.configure, { body: { queue, options } });
+      const res = await queen.api.configure({ body: { queue: queue!, options } });
       if (json) printRows(io, true, [], [res]);
       else printTable(io, ['option', 'value'], Object.entries(res.options).map(([option, value]) => ({ option, value })));
       return EXIT.OK;
@@ -63,7 +62,7 @@ export const queuesCommands: Record<string, CommandSpec> = {
     positionals: [1, 1],
     async run({ io, queen, json, args, values }) {
       requireYes(values, `deleting queue ${args[0]} (its messages, cursors and DLQ entries)`);
-      const res = await call<{ existed: boolean }>(queen, adminRoutes.queueDelete, { params: { queue: args[0]! } });
+      const res = await queen.api.queueDelete({ params: { queue: args[0]! } });
       printObject(io, json, res);
       return res.existed ? EXIT.OK : EXIT.NOT_FOUND;
     },

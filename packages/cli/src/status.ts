@@ -1,5 +1,4 @@
-import { QueenError, routes } from '@queen-mq/protocol';
-import { call } from './api.js';
+import { QueenError, type readyResponse, type z } from '@queen-mq/protocol';
 import type { CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
 import { printObject } from './output.js';
@@ -13,11 +12,11 @@ export const statusCommand: CommandSpec = {
   options: {},
   positionals: [0, 0],
   async run({ io, queen, json }) {
-    const health = await call<{ version: string; uptimeSeconds: number; database: string }>(queen, routes.health);
-    let ready: { ready: boolean; database: string; schemaVersion: number | null; expectedSchemaVersion: number };
+    const health = await queen.api.health();
+    let ready: z.output<typeof readyResponse>;
     try {
       // A 503 here is the answer, not a hiccup to retry.
-      ready = await call(queen, routes.ready, { idempotent: false });
+      ready = await queen.api.ready({ idempotent: false });
     } catch (err) {
       // 503 NOT_READY carries the same fields as the 200 answer.
       if (!(err instanceof QueenError) || err.code !== 'NOT_READY') throw err;

@@ -1,24 +1,17 @@
 import type { Queen } from '@queen-mq/client';
-import { QueenError, routes, streamRoutes } from '@queen-mq/protocol';
-import { allPages, call } from './api.js';
+import { QueenError } from '@queen-mq/protocol';
+import { allPages } from './api.js';
 import { int, requireYes, str, type CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
 import { printObject, printRows } from './output.js';
 
-interface QueryInfo {
-  query_id: string;
-  name: string;
-  source_queue: string;
-  [k: string]: unknown;
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const allQueries = (queen: Queen) =>
-  allPages(async (query) => (await call<{ queries: QueryInfo[] }>(queen, streamRoutes.streamsList, { query })).queries);
+  allPages(async (query) => (await queen.api.streamsList({ query })).queries);
 
 /** A query by name or query_id; QUERY_NOT_FOUND (exit 3) when neither matches. */
-async function findQuery(queen: Queen, ref: string): Promise<QueryInfo> {
+async function findQuery(queen: Queen, ref: string) {
   const q = (await allQueries(queen)).find((x) => x.name === ref || x.query_id === ref.toLowerCase());
   if (!q) throw new QueenError('QUERY_NOT_FOUND', `No stream query named "${ref}"`);
   return q;
@@ -41,7 +34,7 @@ export const streamsCommands: Record<string, CommandSpec> = {
       const query = await findQuery(queen, args[0]!);
       // The state of one partition (its id, or its name in the source queue), else of every source partition.
       let partitions = await allPages(
-        async (page) => (await call<{ partitions: { id: string; name: string }[] }>(queen, routes.queueGet, { params: { queue: query.source_queue }, query: page })).partitions,
+        async (page) => (await queen.api.queueGet({ params: { queue: query.source_queue }, query: page })).partitions as { id: string; name: string }[],
       ).catch((err) => {
         if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return [] as { id: string; name: string }[];
         throw err;
@@ -61,7 +54,7 @@ export const streamsCommands: Record<string, CommandSpec> = {
       for (const p of partitions) {
         let after: string | undefined;
         do {
-          const page = await call<{ rows: Record<string, unknown>[]; next_after: string | null }>(queen, streamRoutes.streamsStateGet, {
+          const page = await queen.api.streamsStateGet({
             body: { query_id: query.query_id, partition_id: p.id, key_prefix: str(values.prefix), keys, after, limit: Math.min(1000, limit - rows.length) },
           });
           for (const r of page.rows) if (rows.length < limit) rows.push({ partition: p.name, partitionId: p.id, ...r });
@@ -80,7 +73,7 @@ export const streamsCommands: Record<string, CommandSpec> = {
     positionals: [1, 1],
     async run({ io, queen, json, args, values }) {
       requireYes(values, `dropping stream query ${args[0]} and its state`);
-      printObject(io, json, await call(queen, streamRoutes.streamsDrop, { body: { name: args[0] } }));
+      printObject(io, json, await queen.api.streamsDrop({ body: { name: args[0]! } }));
       return EXIT.OK;
     },
   },

@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { Queen, QueenError } from '@queen-mq/client';
-import { adminRoutes } from '@queen-mq/protocol';
-import { call } from './api.js';
 import type { CliIO } from './io.js';
 import { printMessages, wantsJson } from './output.js';
 import { UsageError } from './usage.js';
@@ -74,7 +72,7 @@ export async function tailCommand(io: CliIO, args: TailArgs): Promise<number> {
   } finally {
     if (throwAway && popped) {
       // Best effort: the route needs the admin level; a leftover group holds only cursors.
-      await call(queen, adminRoutes.groupQueueDelete, { params: { group, queue: args.queue }, query: { deleteMetadata: true } }).catch((err: Error) =>
+      await queen.api.groupQueueDelete({ params: { group, queue: args.queue }, query: { deleteMetadata: true } }).catch((err: Error) =>
         io.stderr.write(`could not delete consumer group ${group}: ${err.message}\n`),
       );
     }
