@@ -57,6 +57,8 @@ export class Database extends EventEmitter {
   private closed = false;
   /** Bumped by every outage: a statement that started before it and succeeds after it proves nothing. */
   private epoch = 0;
+  /** Bumped by every recovery: a statement that started before it and fails after it belongs to the outage that ended. */
+  private recoveries = 0;
 
   private readonly poolSize: number;
 
@@ -109,6 +111,7 @@ export class Database extends EventEmitter {
     this.probeTimer = undefined;
     this.probeDelay = PROBE_FIRST_MS;
     if (wasDown) {
+      this.recoveries++;
       this.log?.info({ downMs: Date.now() - this.downSince }, 'database available again');
       this.downSince = 0;
       this.emit('up');
@@ -158,23 +161,25 @@ export class Database extends EventEmitter {
    */
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string | NamedStatement, values?: unknown[]): Promise<pg.QueryResult<R>> {
     const epoch = this.epoch;
+    const recoveries = this.recoveries;
     try {
       const result = typeof text === 'string' ? await this.pool.query<R>(text, values) : await this.pool.query<R>({ ...text, values });
       if (!this.up && epoch === this.epoch) this.markUp();
       return result;
     } catch (err) {
-      throw this.translate(err);
+      throw this.translate(err, recoveries);
     }
   }
 
   /** Runs fn inside BEGIN/COMMIT on one client; rolls back on any throw. */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const epoch = this.epoch;
+    const recoveries = this.recoveries;
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
     } catch (err) {
-      throw this.translate(err);
+      throw this.translate(err, recoveries);
     }
     // A checked-out client has no listener of the pool's: PostgreSQL ending
     // the session (57P01 on a restart) would otherwise be an unhandled
@@ -183,7 +188,7 @@ export class Database extends EventEmitter {
     let lost: Error | undefined;
     const onError = (err: Error) => {
       lost = err;
-      this.markDown(err);
+      if (recoveries === this.recoveries) this.markDown(err);
     };
     client.on('error', onError);
     try {
@@ -194,14 +199,20 @@ export class Database extends EventEmitter {
       return out;
     } catch (err) {
       if (!lost) await client.query('rollback').catch(() => undefined);
-      throw this.translate(err);
+      throw this.translate(err, recoveries);
     } finally {
       client.removeListener('error', onError);
       client.release(lost);
     }
   }
 
-  translate(err: unknown): unknown {
+  /**
+   * The error a caller answers. `since`: the recovery count when the failed
+   * work started; a failure of work begun before the last recovery (a connect
+   * refused while PostgreSQL was down, answered after the probe found it
+   * back) is that outage's, and does not open a new one.
+   */
+  translate(err: unknown, since = this.recoveries): unknown {
     if (err instanceof QueenError) return err;
     // pg-pool words a wait for a busy pool like a connection that could not
     // be made. With every connection open and at work, PostgreSQL is there:
@@ -211,7 +222,7 @@ export class Database extends EventEmitter {
       return new QueenError('DB_UNAVAILABLE', 'No database connection came free in time (the pool is busy); nothing was applied', { cause: err });
     }
     if (isUnavailable(err)) {
-      this.markDown(err);
+      if (since === this.recoveries) this.markDown(err);
       return new QueenError('DB_UNAVAILABLE', undefined, { cause: err });
     }
     // The database is up but did not finish in time (overload, a lock held

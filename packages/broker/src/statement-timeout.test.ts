@@ -61,3 +61,27 @@ describe('a busy pool', () => {
     }
   });
 });
+
+describe('outage bookkeeping', () => {
+  it('a statement that began while PostgreSQL was down and fails after the recovery does not open a second outage', async () => {
+    const db = new Database('postgres://queen@127.0.0.1:1/none', { ...b.ctx.config, poolSize: 2 });
+    const downs: unknown[] = [];
+    db.on('down', (err) => downs.push(err));
+    try {
+      db.markUp(); // as if it had been serving
+      db.markDown(new Error('lost'));
+      const late = db.query('select 1').catch((e: unknown) => e); // refused, answered after the line below
+      db.markUp();
+      const err = await late;
+      expect((err as QueenError).code).toBe('DB_UNAVAILABLE');
+      expect(db.available).toBe(true);
+      expect(downs).toHaveLength(1);
+      const failed = await db.query('select 1').catch((e: unknown) => e); // begun after the recovery: a new outage
+      expect((failed as QueenError).code).toBe('DB_UNAVAILABLE');
+      expect(db.available).toBe(false);
+      expect(downs).toHaveLength(2);
+    } finally {
+      await db.close();
+    }
+  });
+});
