@@ -73,7 +73,7 @@ export async function startDatabase(name) {
 /**
  * The deployable broker (apps/broker/dist/main.js) as a child process, so its
  * RSS is the broker's alone. Resolves once /ready answers 200. `script`: another
- * server that takes DATABASE_URL and QUEEN_PORT and answers /ready (http-floor.mjs).
+ * server that takes DATABASE_URL and QUEEN_PORT and answers /ready (_http-floor.mjs).
  */
 export async function spawnBroker(name, databaseUrl, env = {}, nodeArgs = [], script = join(ROOT, 'apps/broker/dist/main.js')) {
   const port = await freePort();

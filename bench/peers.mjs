@@ -23,7 +23,7 @@ import pg from 'pg';
 import { Pool } from 'undici';
 import { Queen } from '@queen-mq/client';
 import { fileURLToPath } from 'node:url';
-import { createPlainSchema, plainQueue } from './plain-sql.mjs';
+import { createPlainSchema, plainQueue } from './_plain-sql.mjs';
 import { loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'peers';
@@ -52,7 +52,7 @@ const broker = await spawnBroker(NAME, db.url);
 const rss = rssSampler(broker.pid);
 const sql = new pg.Pool({ connectionString: db.url, max: CONNECTIONS + PRODUCERS_PUSH_ONLY });
 
-// Plain SQL (plain-sql.mjs): the ceiling, in this process, one connection per
+// Plain SQL (_plain-sql.mjs): the ceiling, in this process, one connection per
 // producer or consumer.
 await createPlainSchema(sql);
 function plainPath() {
@@ -71,10 +71,10 @@ function plainPath() {
 
 // ---------------------------------------------------------------------------
 // The same plain SQL behind a bare HTTP server in its own process
-// (http-floor.mjs): what the HTTP hop alone costs, one request per push, pop
+// (_http-floor.mjs): what the HTTP hop alone costs, one request per push, pop
 // and ack as with the broker.
 const floor = await spawnBroker(`${NAME} http floor`, db.url, { FLOOR_POOL: String(CONNECTIONS + PRODUCERS_PUSH_ONLY), FLOOR_PARTITIONS: String(PARTITIONS), FLOOR_BATCH: String(BATCH) }, [],
-  fileURLToPath(new URL('./http-floor.mjs', import.meta.url)));
+  fileURLToPath(new URL('./_http-floor.mjs', import.meta.url)));
 function httpFloorPath() {
   const http = new Pool(floor.url, { connections: CONNECTIONS + PRODUCERS_PUSH_ONLY });
   const call = async (path, body) => {
@@ -322,7 +322,7 @@ const file = await writeResults(NAME, {
   notes: [
     'plain: no function of ours; producer BEGIN; UPDATE partitions SET head = head + n RETURNING head; INSERT n rows (unnest); COMMIT. Consumer: one statement claiming a partition with pending rows FOR UPDATE SKIP LOCKED, setting its lease and reading up to 100 rows after the cursor; a second advancing the cursor and clearing the lease.',
     'broker: apps/broker/dist/main.js in a child process, driven through @queen-mq/client (long-poll pops with a 200 ms wait, batch acks).',
-    'http floor: the plain SQL behind a bare node:http server in a child process (bench/http-floor.mjs), one request per push, pop and ack, no validation; floor/plain is what the HTTP hop alone leaves of the ceiling.',
+    'http floor: the plain SQL behind a bare node:http server in a child process (bench/_http-floor.mjs), one request per push, pop and ack, no validation; floor/plain is what the HTTP hop alone leaves of the ceiling.',
     'pg-boss 10.4.2 in this process: insert(100 jobs), fetch({batchSize: 100}) + complete(ids); an empty fetch or plain claim waits 5 ms.',
     'Rates sum each path over its alternated rounds.',
   ],

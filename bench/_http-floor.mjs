@@ -1,11 +1,11 @@
-// The plain-SQL queue (plain-sql.mjs) behind a bare node:http server: JSON in,
+// The plain-SQL queue (_plain-sql.mjs) behind a bare node:http server: JSON in,
 // JSON out, no framework, validation, auth or metrics. It prices the HTTP hop
 // any broker pays (one request per push, pop and ack, in its own process), so
 // the peers bench can say how much of the gap to plain SQL is the hop and how
 // much is ours. Env: DATABASE_URL, QUEEN_PORT, FLOOR_POOL, FLOOR_PARTITIONS, FLOOR_BATCH.
 import { createServer } from 'node:http';
 import pg from 'pg';
-import { createPlainSchema, plainQueue } from './plain-sql.mjs';
+import { createPlainSchema, plainQueue } from './_plain-sql.mjs';
 
 const sql = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.FLOOR_POOL ?? 10) });
 await createPlainSchema(sql);

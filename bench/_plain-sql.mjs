@@ -5,7 +5,7 @@
 // pending rows FOR UPDATE SKIP LOCKED, set its lease, read up to `batch` rows
 // after the cursor; (2) advance the cursor and clear the lease. Used in the
 // bench's own process (the ceiling) and behind a bare HTTP server
-// (http-floor.mjs: the same work plus one HTTP hop per call).
+// (_http-floor.mjs: the same work plus one HTTP hop per call).
 
 export async function createPlainSchema(sql) {
   await sql.query(`
