@@ -212,8 +212,15 @@ begin
       v_head := queen.log_advance_v1(v_item.pid, v_cur.cursor_offset, 1);
       if v_head = v_item.msg_offset and v_count > v_limit then
         perform queen.log_dead_letter_v1(v_item.pid, p_group, v_item.msg_offset, coalesce(v_item.error, 'Retries exhausted'), v_count);
-        v_released := v_cur.lease_id is not null and queen.log_ack_ends_lease_v1(null, v_cur.cursor_offset, v_cur.lease_last_offset, v_item.msg_offset);
-        perform queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset]);
+        -- A dead letter ends the lease too, as a failed item below the limit
+        -- does (PROTOCOL: the lease ends on a failed or retry ack), so the
+        -- messages after it are poppable at once; the items after this one in
+        -- the request still apply, fenced by the lease as found.
+        v_released := v_cur.lease_id is not null;
+        perform queen.log_ack_move_v1(p_group, array[v_item.pid], array[v_item.msg_offset], true);
+        if v_released then
+          v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
+        end if;
         v_dlq := true;
       else
         perform queen.log_release_lease_v1(v_item.pid, p_group);
