@@ -2,6 +2,7 @@
 // benchmarks: bench/run.mjs skips them). Runs against the built dist/ packages.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, mkdir, readFile, writeFile, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -116,6 +117,36 @@ export async function spawnBroker(name, databaseUrl, env = {}, nodeArgs = [], sc
       clearTimeout(timer);
     },
   };
+}
+
+/** The fields of /proc/<pid>/stat after the command name (null once the process is gone). */
+function procStat(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Seconds of CPU a process used (user + system); with `children`, also what
+ * its exited children used (PostgreSQL's ended backends). 0 without /proc.
+ */
+export function cpuSecondsOf(pid, { children = false } = {}) {
+  const f = procStat(pid);
+  if (!f) return 0;
+  const USER_HZ = 100;
+  return (Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0)) / USER_HZ;
+}
+
+/** The parent of a process (a backend's is the postmaster); -1 once it is gone. */
+export const parentPidOf = (pid) => Number(procStat(pid)?.[1] ?? -1);
+
+/** Seconds of CPU of a PostgreSQL cluster: its postmaster, the backends that ended, and every live one. */
+export function postgresCpuSeconds(postmasterPid) {
+  let s = cpuSecondsOf(postmasterPid, { children: true });
+  for (const d of readdirSync('/proc')) if (/^\d+$/.test(d) && parentPidOf(d) === postmasterPid) s += cpuSecondsOf(d);
+  return s;
 }
 
 /** VmRSS of a process in bytes, from /proc (null where /proc is absent). */

@@ -7,12 +7,10 @@
 // alternate. Writes bench/results/cpu-split.json.
 // Knobs: BENCH_ROUNDS (2), BENCH_SECONDS (5), BENCH_DRAIN (40000), DATABASE_URL.
 // Needs /proc (Linux).
-import { readFileSync, readdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { Pool } from 'undici';
 import { Queen } from '@queen-mq/client';
-import { loadNow, progress, resultsHead, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { startHttpFloor } from './_http-floor-path.mjs';
+import { cpuSecondsOf, loadNow, parentPidOf, postgresCpuSeconds, progress, resultsHead, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'cpu-split';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -22,44 +20,15 @@ const PARTITIONS = 8;
 const BATCH = 100;
 const CONSUMERS = 4;
 
-const TICKS = 100; // USER_HZ
-const statOf = (pid) => {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  } catch {
-    return null;
-  }
-};
-/** Seconds of CPU of a process; with `children`, also what its reaped children used (PostgreSQL's exited backends). */
-const cpuOf = (pid, children = false) => {
-  const f = statOf(pid);
-  if (!f) return 0;
-  return (Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0)) / TICKS;
-};
-const parentOf = (pid) => Number(statOf(pid)?.[1] ?? -1);
-
 const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
 const admin = new pg.Client({ connectionString: db.url });
 await admin.connect();
-const postmaster = parentOf((await admin.query('select pg_backend_pid() as pid')).rows[0].pid);
-const postgresCpu = () => {
-  let s = cpuOf(postmaster, true);
-  for (const d of readdirSync('/proc')) if (/^\d+$/.test(d) && parentOf(d) === postmaster) s += cpuOf(d);
-  return s;
-};
+const postmaster = parentPidOf((await admin.query('select pg_backend_pid() as pid')).rows[0].pid);
 
 const broker = await spawnBroker(`${NAME} broker`, db.url);
-const floor = await spawnBroker(`${NAME} http floor`, db.url, { FLOOR_POOL: String(CONSUMERS + 1), FLOOR_PARTITIONS: String(PARTITIONS), FLOOR_BATCH: String(BATCH) }, [],
-  fileURLToPath(new URL('./_http-floor.mjs', import.meta.url)));
+const floor = await startHttpFloor(`${NAME} http floor`, db.url, { connections: CONSUMERS + 1, partitions: PARTITIONS, batch: BATCH });
 const queen = new Queen({ url: broker.url });
-const http = new Pool(floor.url, { connections: CONSUMERS + 1 });
-const call = async (path, body) => {
-  const r = await http.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await r.body.text();
-  if (r.statusCode !== 200) throw new Error(`http floor ${path}: ${r.statusCode} ${text}`);
-  return JSON.parse(text);
-};
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
 const batch = () => Array.from({ length: BATCH }, (_, j) => payload(j));
 
@@ -77,21 +46,17 @@ const paths = {
   },
   'http floor': {
     pid: floor.pid,
-    setup: (q) => call('/setup', { queue: q }),
-    push: (q, p) => call('/push', { queue: q, partition: p, items: batch() }),
+    setup: (q) => floor.setup(q),
+    push: (q, p) => floor.push(q, p, batch()),
     async consume(q) {
-      const claim = await call('/pop', { queue: q });
-      if (!claim) {
-        await new Promise((r) => setTimeout(r, 5));
-        return 0;
-      }
-      await call('/ack', claim);
-      return claim.messages.length;
+      const n = await floor.consume(q);
+      if (!n) await new Promise((r) => setTimeout(r, 5));
+      return n;
     },
   },
 };
 
-const snap = (pid) => ({ pg: postgresCpu(), server: cpuOf(pid), client: process.cpuUsage(), at: performance.now() });
+const snap = (pid) => ({ pg: postgresCpuSeconds(postmaster), server: cpuSecondsOf(pid), client: process.cpuUsage(), at: performance.now() });
 const perMessage = (a, b, n) => ({
   msgPerSec: n / ((b.at - a.at) / 1000),
   postgres: ((b.pg - a.pg) * 1e6) / n,
@@ -165,7 +130,6 @@ const file = await writeResults(NAME, {
 progress(NAME, `wrote ${file}`);
 
 await queen.close();
-await http.close();
 await broker.stop();
 await floor.stop();
 await admin.end();

@@ -18,13 +18,12 @@
 // BENCH_DRAIN (40000), BENCH_PARKED (1000), BENCH_WORKLOADS
 // (e2e,drain,push,parked), DATABASE_URL.
 import PgBoss from 'pg-boss';
-import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { Queen } from '@queen-mq/client';
-import { fileURLToPath } from 'node:url';
 import { createPlainSchema, plainQueue } from './_plain-sql.mjs';
-import { loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { startHttpFloor } from './_http-floor-path.mjs';
+import { cpuSecondsOf, loadNow, mb, progress, resultsHead, rssOf, rssSampler, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 
 const NAME = 'peers';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -73,28 +72,7 @@ function plainPath() {
 // The same plain SQL behind a bare HTTP server in its own process
 // (_http-floor.mjs): what the HTTP hop alone costs, one request per push, pop
 // and ack as with the broker.
-const floor = await spawnBroker(`${NAME} http floor`, db.url, { FLOOR_POOL: String(CONNECTIONS + PRODUCERS_PUSH_ONLY), FLOOR_PARTITIONS: String(PARTITIONS), FLOOR_BATCH: String(BATCH) }, [],
-  fileURLToPath(new URL('./_http-floor.mjs', import.meta.url)));
-function httpFloorPath() {
-  const http = new Pool(floor.url, { connections: CONNECTIONS + PRODUCERS_PUSH_ONLY });
-  const call = async (path, body) => {
-    const r = await http.request({ method: 'POST', path, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const text = await r.body.text();
-    if (r.statusCode !== 200) throw new Error(`http floor ${path}: ${r.statusCode} ${text}`);
-    return JSON.parse(text);
-  };
-  return {
-    http,
-    setup: (queue) => call('/setup', { queue }),
-    push: (queue, partition, items) => call('/push', { queue, partition, items }),
-    async consume(queue) {
-      const claim = await call('/pop', { queue });
-      if (!claim) return 0;
-      await call('/ack', claim);
-      return claim.messages.length;
-    },
-  };
-}
+const floor = await startHttpFloor(`${NAME} http floor`, db.url, { connections: CONNECTIONS + PRODUCERS_PUSH_ONLY, partitions: PARTITIONS, batch: BATCH });
 
 // ---------------------------------------------------------------------------
 // Our broker, as a user drives it: the client, long-poll pops, batch acks.
@@ -140,7 +118,7 @@ function pgBossPath() {
   };
 }
 
-const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath(), 'http floor': httpFloorPath() };
+const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath(), 'http floor': floor };
 let queueSeq = 0;
 const newQueue = async (path, workload) => {
   const q = `bench_${workload}_${path.replace(/\W/g, '')}_${queueSeq++}`;
@@ -245,7 +223,6 @@ if (WORKLOADS.includes('push')) for (const b of [1, 10, 100]) await compare('pus
 let parked = null;
 if (WORKLOADS.includes('parked')) {
   await rss.mark('parked');
-  const cpuTicks = async () => { const f = (await readFile(`/proc/${broker.pid}/stat`, 'utf8')).split(') ')[1].split(' '); return Number(f[11]) + Number(f[12]); };
   const metric = async (name, label = '') => {
     const text = await (await fetch(`${broker.url}/metrics`)).text();
     const m = new RegExp(`^${name}${label ? `\\{${label}\\}` : ''} (\\S+)$`, 'm').exec(text);
@@ -260,9 +237,9 @@ if (WORKLOADS.includes('parked')) {
   while ((await metric('queen_long_poll_waiting')) < PARKED && performance.now() - parkStart < 60000) await sleep(100);
   const parkSeconds = (performance.now() - parkStart) / 1000;
   progress(NAME, `${PARKED} pops parked in ${parkSeconds.toFixed(1)} s`);
-  const c0 = await cpuTicks();
+  const c0 = cpuSecondsOf(broker.pid);
   await sleep(5000);
-  const idleCpuPct = ((await cpuTicks()) - c0) * 10 / 5000 * 100;
+  const idleCpuPct = ((cpuSecondsOf(broker.pid) - c0) / 5) * 100;
   const latencies = [];
   let poolWaitingMax = 0;
   for (let i = 0; i < 200; i++) {
@@ -335,7 +312,6 @@ const file = await writeResults(NAME, {
 progress(NAME, `wrote ${file}`);
 
 await paths.broker.queen.close();
-await paths['http floor'].http.close();
 await floor.stop();
 await boss.stop({ graceful: false, close: true }).catch(() => undefined);
 await sql.end();
