@@ -218,7 +218,7 @@ export class Database extends EventEmitter {
     // be made. With every connection open and at work, PostgreSQL is there:
     // this is back-pressure (a burst wider than the pool), answered 503 like
     // an outage (nothing applied, the client retries) but not logged as one.
-    if (isUnavailable(err) && /timeout exceeded when trying to connect/i.test((err as Error).message) && this.pool.totalCount >= this.poolSize && this.up) {
+    if (this.up && this.pool.totalCount >= this.poolSize && /timeout exceeded when trying to connect/i.test((err as Error)?.message ?? '')) {
       return new QueenError('DB_UNAVAILABLE', 'No database connection came free in time (the pool is busy); nothing was applied', { cause: err });
     }
     if (isUnavailable(err)) {
