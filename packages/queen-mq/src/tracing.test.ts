@@ -89,7 +89,9 @@ describe('tracing on (BasicTracerProvider + InMemorySpanExporter)', () => {
 
     // The chain of parents, one trace from end to end.
     expect(parentOf(pushSrc)).toBe(checkout.spanContext().spanId);
-    expect(parentOf(processSrc)).toBe(pushSrc.spanContext().spanId);
+    // Seen once in a full run (1 in ~8): no parent here. What the cycle span saw, for whoever meets it next.
+    const cycleSaw = { links: processSrc.links.map((l) => l.context.spanId), attributes: processSrc.attributes, pushed: pushed!.transaction_id };
+    expect(parentOf(processSrc), JSON.stringify(cycleSaw)).toBe(pushSrc.spanContext().spanId);
     expect(parentOf(pushSink)).toBe(processSrc.spanContext().spanId);
     expect(parentOf(processSink)).toBe(pushSink.spanContext().spanId);
     expect(parentOf(user)).toBe(processSink.spanContext().spanId);
