@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,5 +79,24 @@ describe('embedded PostgreSQL password', () => {
     const fixed = new URL(server.url);
     fixed.password = 'queen';
     expect(await canConnect(fixed.toString())).toBe(false);
+  });
+
+  it('the data directory parent keeps its mode (a /tmp-like sticky, world-writable one stays 1777); a private one only gains search for others', async () => {
+    const shared = join(dir, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    const privateDir = join(dir, 'private');
+    mkdirSync(privateDir, { mode: 0o700 });
+    chmodSync(privateDir, 0o700);
+    for (const parent of [shared, privateDir]) {
+      const other = await startEmbeddedPostgres({ dataDir: join(parent, 'pg'), unsafeFast: true, persistent: false });
+      try {
+        expect(await canConnect(other.url)).toBe(true);
+      } finally {
+        await other.stop();
+      }
+    }
+    expect(statSync(shared).mode & 0o7777).toBe(0o1777);
+    expect(statSync(privateDir).mode & 0o7777).toBe(0o701);
   });
 });

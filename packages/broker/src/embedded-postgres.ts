@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { basename, dirname, resolve } from 'node:path';
 import pg from 'pg';
@@ -158,9 +158,12 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   if (!(await portIsFree(port))) {
     throw new Error(`Port ${port} is busy: cannot start the embedded PostgreSQL there. Free it, pick another port, or set DATABASE_URL.`);
   }
-  // The postgres user must be able to walk down to the data directory.
+  // The postgres user must be able to walk down to the data directory: add
+  // search permission for others to its parent, and change nothing else (a
+  // parent such as /tmp keeps its sticky, world-writable mode).
   await mkdir(dirname(dataDir), { recursive: true });
-  await chmod(dirname(dataDir), 0o755).catch(() => undefined);
+  const parentMode = (await stat(dirname(dataDir))).mode & 0o7777;
+  if ((parentMode & 0o001) === 0) await chmod(dirname(dataDir), parentMode | 0o001).catch(() => undefined);
 
   const initialised = existsSync(resolve(dataDir, 'PG_VERSION'));
   const secret = await passwordFor(dataDir, initialised);
