@@ -65,21 +65,34 @@ describe('ack: one cursor move per partition', () => {
     let fast = 0;
     let walked = 0;
     let fastByOffset = 0;
-    for (let round = 0; round < 60; round++) {
+    let onePops = 0;
+    for (let round = 0; round < 90; round++) {
       const n = 1 + Math.floor(random() * 14);
       // Half the requests are what consumers send (distinct messages inside
       // the live leases, past the cursor); half are anything at all.
       const wellFormed = random() < 0.5;
+      // A third of the well-formed ones are what one pop's consumer sends:
+      // a run of one partition's leased messages, in order, with offsets
+      // (checked by one range scan, by position).
+      const onePop = wellFormed && random() < 0.33;
       const pool = wellFormed ? all.filter((m) => (m.name === 'a' ? m.o > 3 : true) && m.o <= 12) : all;
-      const picked = wellFormed ? [...pool].sort(() => random() - 0.5).slice(0, n) : Array.from({ length: n }, () => pool[Math.floor(random() * pool.length)]!);
+      const run1 = pool.filter((m) => m.name === (random() < 0.5 ? 'a' : 'b'));
+      const from = Math.floor(random() * run1.length);
+      const picked = onePop
+        ? run1.slice(from, from + n)
+        : wellFormed ? [...pool].sort(() => random() - 0.5).slice(0, n) : Array.from({ length: n }, () => pool[Math.floor(random() * pool.length)]!);
       // Half the requests name each message's offset, as our client does;
       // now and then one names another message's offset, or none that exists.
-      const withOffsets = random() < 0.5;
+      const withOffsets = onePop || random() < 0.5;
+      // Now and then two items of a run trade offsets: each names a message of the range that is not its own.
+      const swap = onePop && picked.length > 1 && random() < 0.3;
+      if (onePop) onePops++;
       const items = picked.map((m, idx) => {
         const roll = wellFormed ? 0.5 : random();
         const slip = random();
+        const own = swap && idx < 2 ? picked[1 - idx]!.o : m.o;
         return {
-          ...(withOffsets ? { offset: String(slip < 0.06 ? all[Math.floor(random() * all.length)]!.o : slip < 0.08 ? 999 : m.o) } : {}),
+          ...(withOffsets ? { offset: String(slip < 0.06 ? all[Math.floor(random() * all.length)]!.o : slip < 0.08 ? 999 : own) } : {}),
           idx,
           transactionId: roll < 0.03 ? 'no-such-message' : m.txid,
           partitionId: m.partition_id,
@@ -101,6 +114,7 @@ describe('ack: one cursor move per partition', () => {
     // Both branches were exercised: the comparison would prove nothing otherwise.
     expect(fast).toBeGreaterThan(5);
     expect(fastByOffset).toBeGreaterThan(3);
+    expect(onePops).toBeGreaterThan(8);
     expect(walked).toBeGreaterThan(5);
   });
 
