@@ -14,7 +14,7 @@
 //   parked (broker only) 1,000 long-poll pops parked on one queue: broker CPU
 //          while they wait, push latency to another queue meanwhile (and the
 //          pool's waiting requests), and how many pops one push wakes.
-// Knobs: BENCH_SECONDS (per path and round, 5), BENCH_ROUNDS (2),
+// Knobs: BENCH_SECONDS (per path and round, 5), BENCH_ROUNDS (3),
 // BENCH_DRAIN (40000), BENCH_PARKED (1000), BENCH_WORKLOADS
 // (e2e,drain,push,parked), DATABASE_URL.
 import PgBoss from 'pg-boss';
@@ -27,7 +27,7 @@ import { cpuSecondsOf, loadNow, mb, progress, resultsHead, rssOf, rssSampler, sp
 
 const NAME = 'peers';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DRAIN = Number(process.env.BENCH_DRAIN ?? 40000);
 const WORKLOADS = (process.env.BENCH_WORKLOADS ?? 'e2e,drain,push,parked').split(',');
 const PARKED = Number(process.env.BENCH_PARKED ?? 1000);
@@ -194,15 +194,20 @@ async function compare(workload, label, run) {
       progress(NAME, `${label.padEnd(8)} ${path.padEnd(8)} round ${r + 1}/${ROUNDS} ${String(m.msgPerSec).padStart(7)} msg/s`);
     }
   }
+  // Each path's best round: on a shared machine noise (another process, a
+  // checkpoint) only ever slows a round, so the best one is the closest to
+  // what the path can do; every path is treated alike. The rate over all
+  // rounds (moved / seconds) is kept beside it.
   const out = {};
   for (const [path, list] of Object.entries(acc)) {
     const moved = list.reduce((a, m) => a + (m.completed ?? m.pushed), 0);
     const secs = list.reduce((a, m) => a + m.seconds, 0);
-    out[path] = { msgPerSec: Math.round(moved / secs), rounds: list };
+    out[path] = { msgPerSec: Math.max(...list.map((m) => m.msgPerSec)), allRoundsMsgPerSec: Math.round(moved / secs), rounds: list };
   }
   rows.push({ workload: label, ...Object.fromEntries(Object.entries(out).map(([p, v]) => [p, v.msgPerSec])),
     'broker/plain': ratio(out.broker.msgPerSec, out.plain.msgPerSec), 'broker/pg-boss': ratio(out.broker.msgPerSec, out['pg-boss'].msgPerSec),
-    'floor/plain': ratio(out['http floor'].msgPerSec, out.plain.msgPerSec), 'broker/floor': ratio(out.broker.msgPerSec, out['http floor'].msgPerSec), detail: out });
+    'floor/plain': ratio(out['http floor'].msgPerSec, out.plain.msgPerSec), 'broker/floor': ratio(out.broker.msgPerSec, out['http floor'].msgPerSec),
+    'broker/plain all rounds': ratio(out.broker.allRoundsMsgPerSec, out.plain.allRoundsMsgPerSec), detail: out });
 }
 const ratio = (a, b) => (b ? Math.round((a / b) * 100) / 100 : null);
 
@@ -289,7 +294,7 @@ if (parked) {
 summary.push({ measure: 'broker RSS peak (MB)', value: mb(memory.peakBytes), target: '≤ 150', met: memory.peakBytes <= 150 * 1048576 ? 'yes' : 'no' });
 summary.push({ measure: 'dead tuples in queen.messages', value: deadTuples?.dead ?? null, target: '0', met: (deadTuples?.dead ?? 0) === 0 ? 'yes' : 'no' });
 
-console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'http floor', 'broker/plain', 'broker/pg-boss', 'floor/plain', 'broker/floor'], rows));
+console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'http floor', 'broker/plain', 'broker/pg-boss', 'floor/plain', 'broker/floor', 'broker/plain all rounds'], rows));
 console.log();
 console.log(table(['measure', 'value', 'target', 'met'], summary));
 
@@ -301,7 +306,7 @@ const file = await writeResults(NAME, {
     'broker: apps/broker/dist/main.js in a child process, driven through @queen-mq/client (long-poll pops with a 200 ms wait, batch acks).',
     'http floor: the plain SQL behind a bare node:http server in a child process (bench/_http-floor.mjs), one request per push, pop and ack, no validation; floor/plain is what the HTTP hop alone leaves of the ceiling.',
     'pg-boss 10.4.2 in this process: insert(100 jobs), fetch({batchSize: 100}) + complete(ids); an empty fetch or plain claim waits 5 ms.',
-    'Rates sum each path over its alternated rounds.',
+    'Rates and ratios: each path\'s best round of its alternated rounds (noise only slows a round); "broker/plain all rounds" divides what each moved over all its rounds by the seconds they took.',
   ],
   rows: rows.map(({ detail, ...r }) => ({ ...r, detail })),
   summary,
