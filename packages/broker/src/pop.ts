@@ -165,8 +165,12 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   const handler = async ({ params, query: q, request, reply }: { params: { queue: string; partition?: string }; query: PopQuery; request: any; reply: any }) => {
     const deadline = Date.now() + (q.wait ? q.timeout : 0);
     const gone = new AbortController();
-    request.raw.once('close', () => gone.abort());
-    reply.raw.once('close', () => gone.abort());
+    // Removed once the answer is decided: a close after that (every request
+    // closes) would build an AbortError with its stack for nothing, which
+    // measured about 65 µs per pop.
+    const abandon = () => gone.abort();
+    request.raw.once('close', abandon);
+    reply.raw.once('close', abandon);
     let parked = false;
     try {
       for (;;) {
@@ -191,6 +195,8 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
         if (gone.signal.aborted) return reply.code(204).send();
       }
     } finally {
+      request.raw.removeListener('close', abandon);
+      reply.raw.removeListener('close', abandon);
       if (parked) ctx.metrics.longPollWaiting.dec();
     }
   };
