@@ -117,13 +117,16 @@ const rows = Object.entries(runs).map(([key, list]) => {
   const [workload, path] = key.split('\u0000');
   const avg = (f) => list.reduce((a, m) => a + m[f], 0) / list.length;
   return { workload, path, 'msg/s': round1(avg('msgPerSec')), 'postgres µs': round1(avg('postgres')), 'server µs': round1(avg('server')), 'client µs': round1(avg('client')),
-    'total µs': round1(avg('postgres') + avg('server') + avg('client')) };
+    'total µs': round1(avg('postgres') + avg('server') + avg('client')),
+    // How much of the machine the three processes kept busy: below its core
+    // count, the path waits (commits, round trips) rather than computes.
+    'cores busy': Math.round(avg('msgPerSec') * (avg('postgres') + avg('server') + avg('client')) / 1e4) / 100 };
 });
-console.log(table(['workload', 'path', 'msg/s', 'postgres µs', 'server µs', 'client µs', 'total µs'], rows));
+console.log(table(['workload', 'path', 'msg/s', 'postgres µs', 'server µs', 'client µs', 'total µs', 'cores busy'], rows));
 const file = await writeResults(NAME, {
   ...resultsHead(NAME, db, loadAtStart),
   settings: { rounds: ROUNDS, seconds: SECONDS, drain: DRAIN, partitions: PARTITIONS, batch: BATCH, consumers: CONSUMERS },
-  notes: ['CPU per message moved, by process, from /proc: postgres = postmaster with its reaped children plus every live backend; server = the broker or the http floor process; client = this load generator.'],
+  notes: ['CPU per message moved, by process, from /proc: postgres = postmaster with its reaped children plus every live backend; server = the broker or the http floor process; client = this load generator. cores busy = msg/s × total CPU per message.'],
   rows,
   runs,
 });
