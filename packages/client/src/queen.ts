@@ -53,7 +53,7 @@ export interface AckOptions {
 
 /**
  * A client of one broker. Every method goes through {@link Queen.request}:
- * JSON over a keep-alive undici agent, typed {@link QueenError} on any non-2xx,
+ * JSON over a keep-alive node:http agent, typed {@link QueenError} on any non-2xx,
  * retries only where resending is safe. Call {@link Queen.close} when done.
  */
 export class Queen {
@@ -89,7 +89,7 @@ export class Queen {
    * `/streams/v1/*`). Resolves the parsed body, or `null` for a 204; rejects
    * with a {@link QueenError} carrying the server's `code`, `status`, `details`
    * and other body fields in `extra`; connection failures that outlast the
-   * retries reject with undici's error (it has a `code`).
+   * retries reject with the socket's error (it has a `code`).
    */
   request<T = unknown>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     return this.transport.send<T>(method, path, options);

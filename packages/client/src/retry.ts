@@ -1,7 +1,11 @@
 // When a failed call may be sent again, and how long to wait before it.
 
-/** Socket error codes raised before a single byte of the request left: safe to resend anything. */
-const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+/**
+ * Socket error codes raised before a single byte of the request left: safe to
+ * resend anything. CONNECT_TIMEOUT is the client's own (http-exchange.ts), the
+ * UND_ERR_ codes come from a caller's undici dispatcher.
+ */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'CONNECT_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /** Errors of the connection itself (as opposed to an answer from the broker). */
 const CONNECTION = new Set([

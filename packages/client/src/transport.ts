@@ -1,5 +1,6 @@
-import { Agent, request as undiciRequest, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { errorFromResponse } from './errors.js';
+import { dispatcherPath, nodeHttpPath, type HttpPath } from './http-exchange.js';
 import { backoffDelay, isConnectionError, neverSent, sleep, type BackoffPolicy } from './retry.js';
 
 export type QueryValue = string | number | boolean | undefined | null;
@@ -65,19 +66,18 @@ function boundnal(caller: AbortSignal | undefined, timeoutMs: number): { signal:
 }
 
 /**
- * JSON over undici with the retry rules of the client: one keep-alive agent
- * per client, a per-attempt timeout of our own (undici's header/body timeouts
- * are off so long-poll pops are governed by it), catalogue errors for non-2xx.
+ * JSON over HTTP with the retry rules of the client: one keep-alive agent
+ * per client (node:http, or the caller's undici dispatcher), a per-attempt
+ * timeout of our own that also governs long-poll pops, catalogue errors for
+ * non-2xx.
  */
 export class Transport {
   readonly origin: string;
-  private readonly dispatcher: Dispatcher;
-  private readonly ownsDispatcher: boolean;
+  private readonly http: HttpPath;
 
   constructor(private readonly options: TransportOptions) {
     this.origin = options.url.replace(/\/+$/, '');
-    this.ownsDispatcher = !options.dispatcher;
-    this.dispatcher = options.dispatcher ?? new Agent({ headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 4000 });
+    this.http = options.dispatcher ? dispatcherPath(options.dispatcher) : nodeHttpPath(this.origin);
   }
 
   async send<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
@@ -94,9 +94,7 @@ export class Transport {
       let text: string;
       const bound = boundnal(opts.signal, timeoutMs);
       try {
-        const res = await undiciRequest(url, { method: method as Dispatcher.HttpMethod, headers, body, signal: bound.signal, dispatcher: this.dispatcher });
-        status = res.statusCode;
-        text = await res.body.text();
+        ({ status, text } = await this.http.exchange(method, url, headers, body, bound.signal));
       } catch (err) {
         if (opts.signal?.aborted) throw opts.signal.reason;
         const retry = canRetry && (neverSent(err) || (opts.idempotent === true && isConnectionError(err)));
@@ -126,6 +124,6 @@ export class Transport {
   }
 
   async close(): Promise<void> {
-    if (this.ownsDispatcher) await this.dispatcher.close();
+    await this.http.close();
   }
 }
