@@ -10,9 +10,15 @@
 // Also (c) two runners of one query against one runner, (d) a gate that
 // always allows against the map. Paths alternate, twice each; each summary
 // ratio compares the best steady rate of each side (noise only slows a run).
+// Each path also counts CPU (from /proc) of the runner process(es), the
+// broker, PostgreSQL and this process over its steady window (first ack to
+// last): cores busy = CPU seconds / wall seconds, the floor that says whether
+// more runners can add throughput on this machine.
 // Knobs: BENCH_PER_PARTITION (messages per source partition, 5000),
 // DATABASE_URL (else an embedded PostgreSQL).
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
@@ -24,6 +30,7 @@ const TOTAL = PARTITIONS * PER_PARTITION;
 const WINDOW_SECONDS = 1;
 const SOURCE = 'bench.src';
 const SEP = '\u001f';
+const CORES = cpus().length;
 
 /** ~60 bytes of JSON: an order-like event. */
 const payload = (i) => ({ n: i, amount: (i % 50) + 1, customer: `c-${i % 97}` });
@@ -70,6 +77,8 @@ async function child(spec) {
   while ((spec.total ? handle.metrics().messagesTotal < spec.total : !stopAsked) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const seconds = (performance.now() - started) / 1000;
   const m = handle.metrics();
+  // The parent reads this process's CPU from /proc until it says stop.
+  while (!stopAsked && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   await handle.stop();
   await queen.close();
   const steadySeconds = lastCommitAt !== null && lastCommitAt > firstCommitAt ? (lastCommitAt - firstCommitAt) / 1000 : null;
@@ -80,12 +89,41 @@ async function child(spec) {
 
 // ---------------------------------------------------------------------------
 async function main() {
-  const { loadNow, mb, progress, resultsHead, rssSampler, spawnBroker, startDatabase, table, writeResults } = await import('./_lib.mjs');
+  const { cpuSecondsOf, loadNow, mb, parentPidOf, postgresCpuSeconds, progress, resultsHead, rssSampler, spawnBroker, startDatabase, table, writeResults } = await import('./_lib.mjs');
   const started = Date.now();
   const loadAtStart = loadNow();
   const db = await startDatabase(NAME);
   const broker = await spawnBroker(NAME, db.url);
   const sql = new pg.Pool({ connectionString: db.url, max: 4 });
+  const postmaster = parentPidOf((await sql.query('select pg_backend_pid() as pid')).rows[0].pid);
+
+  // CPU seconds so far of each process in a path. A runner's last reading
+  // stays once it exits (the parent stops runners only after its last sample).
+  const runnerCpu = new Map();
+  function cpuNow(runnerPids) {
+    for (const pid of runnerPids) runnerCpu.set(pid, Math.max(runnerCpu.get(pid) ?? 0, cpuSecondsOf(pid)));
+    const self = process.cpuUsage();
+    return {
+      at: performance.now(),
+      runners: runnerPids.reduce((a, pid) => a + runnerCpu.get(pid), 0),
+      broker: cpuSecondsOf(broker.pid),
+      postgres: postgresCpuSeconds(postmaster),
+      bench: (self.user + self.system) / 1e6,
+      machine: machineBusySeconds(),
+    };
+  }
+  /** CPU between two readings: seconds per process, cores busy, µs per message. */
+  function cpuSplit(a, b, messages) {
+    const wall = (b.at - a.at) / 1000;
+    const d = (k) => b[k] - a[k];
+    const total = d('runners') + d('broker') + d('postgres');
+    const us = (k) => Math.round((d(k) * 1e6) / messages);
+    return {
+      wallSeconds: round2(wall), runnerCpuS: round2(d('runners')), brokerCpuS: round2(d('broker')), postgresCpuS: round2(d('postgres')), benchCpuS: round2(d('bench')),
+      coresBusy: round2(total / wall), coresBusyWithBench: round2((total + d('bench')) / wall), machineCoresBusy: round2(d('machine') / wall),
+      runnerUsPerMsg: us('runners'), brokerUsPerMsg: us('broker'), postgresUsPerMsg: us('postgres'), totalUsPerMsg: Math.round((total * 1e6) / messages),
+    };
+  }
 
   async function http(method, path, body) {
     const res = await fetch(`${broker.url}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
@@ -123,13 +161,37 @@ async function main() {
     };
   }
 
+  // A query's progress read from its cursors every 20 ms. CPU is read at the
+  // first ack seen and once the last is in (a reading scans /proc: a few ms),
+  // the steady window; runners are stopped after it (their CPU is read live).
+  async function watch(queryId, pids) {
+    const acked = async () => Number((await sql.query(`select coalesce(sum(c.cursor_offset), 0) as n from queen.cursors c where c.consumer_group = $1`, [`streams.${queryId}`])).rows[0].n);
+    const t0 = performance.now();
+    let first = null;
+    let last = null;
+    for (let moved = 0; moved < TOTAL && performance.now() - t0 < 150_000; ) {
+      await new Promise((r) => setTimeout(r, 20));
+      moved = await acked();
+      if (moved > (last?.n ?? 0)) {
+        last = { at: performance.now(), n: moved };
+        if (!first) first = { ...last, cpu: cpuNow(pids) };
+      }
+    }
+    const cpu = first && last.n > first.n ? cpuSplit(first.cpu, cpuNow(pids), last.n - first.n) : null;
+    return { t0, first, last, count: last?.n ?? 0, cpu };
+  }
+
   async function runChild(kind, label, round) {
     progress(NAME, `${label} #${round}: runner child (${kind})`);
-    const res = await spawnChild(kind, `bench.${kind}.${round}`, TOTAL).result(label);
+    const queryId = `bench.${kind}.${round}`;
+    const child = spawnChild(kind, queryId, TOTAL);
+    const w = await watch(queryId, [child.proc.pid]);
+    child.proc.kill('SIGTERM');
+    const res = await child.result(label);
     if (res.messages < TOTAL) throw new Error(`${label}: only ${res.messages}/${TOTAL} messages in time (${res.errors.join('; ')})`);
     return {
       path: label, round, messages: res.messages, seconds: round2(res.seconds), msgPerSec: Math.round(res.messages / res.seconds),
-      steadyMsgPerSec: res.steadySeconds ? Math.round(res.steadyMessages / res.steadySeconds) : null, cycles: res.cycles, errors: res.errorCount, rssPeakMB: res.rssPeakMB,
+      steadyMsgPerSec: res.steadySeconds ? Math.round(res.steadyMessages / res.steadySeconds) : null, cycles: res.cycles, errors: res.errorCount, rssPeakMB: res.rssPeakMB, cpu: w.cpu,
     };
   }
 
@@ -139,27 +201,15 @@ async function main() {
     progress(NAME, `${label} #${round}: ${n} runner children (${kind})`);
     const queryId = `bench.${kind}.x${n}.${round}`;
     const children = Array.from({ length: n }, () => spawnChild(kind, queryId, 0));
-    const acked = async () => Number((await sql.query(`select coalesce(sum(c.cursor_offset), 0) as n from queen.cursors c where c.consumer_group = $1`, [`streams.${queryId}`])).rows[0].n);
-    const t0 = performance.now();
-    let first = null;
-    let last = null;
-    let lastCount = 0;
-    for (let moved = 0; moved < TOTAL && performance.now() - t0 < 150_000; ) {
-      await new Promise((r) => setTimeout(r, 20));
-      moved = await acked();
-      if (moved > lastCount) {
-        if (first === null) first = { at: performance.now(), n: moved };
-        last = performance.now();
-        lastCount = moved;
-      }
-    }
+    const { t0, first, last, count, cpu } = await watch(queryId, children.map((c) => c.proc.pid));
     for (const c of children) c.proc.kill('SIGTERM');
     const results = await Promise.all(children.map((c) => c.result(label)));
-    if (lastCount < TOTAL) throw new Error(`${label}: only ${lastCount}/${TOTAL} messages in time`);
+    if (count < TOTAL) throw new Error(`${label}: only ${count}/${TOTAL} messages in time`);
     return {
-      path: label, round, messages: lastCount, seconds: round2((last - t0) / 1000), msgPerSec: Math.round(lastCount / ((last - t0) / 1000)),
-      steadyMsgPerSec: last > first.at ? Math.round((lastCount - first.n) / ((last - first.at) / 1000)) : null,
-      cycles: results.reduce((a, r) => a + r.cycles, 0), errors: results.reduce((a, r) => a + r.errorCount, 0), rssPeakMB: Math.max(...results.map((r) => r.rssPeakMB)),
+      path: label, round, messages: count, seconds: round2((last.at - t0) / 1000), msgPerSec: Math.round(count / ((last.at - t0) / 1000)),
+      steadyMsgPerSec: last.at > first.at ? Math.round((count - first.n) / ((last.at - first.at) / 1000)) : null,
+      cycles: results.reduce((a, r) => a + r.cycles, 0), errors: results.reduce((a, r) => a + r.errorCount, 0), rssPeakMB: Math.max(...results.map((r) => r.rssPeakMB)), cpu,
+      perRunner: results.map((r) => ({ messages: r.messages, cycles: r.cycles })),
     };
   }
 
@@ -189,6 +239,7 @@ async function main() {
     let firstCommitAt = null;
     let firstCommitMessages = 0;
     let lastCommitAt = null;
+    let firstCpu = null;
     const done = new Set();
     const t0 = performance.now();
     try {
@@ -254,6 +305,7 @@ async function main() {
         if (firstCommitAt === null) {
           firstCommitAt = lastCommitAt;
           firstCommitMessages = messages;
+          firstCpu = cpuNow([]);
         }
       }
     } catch (err) {
@@ -262,12 +314,17 @@ async function main() {
     } finally {
       client.release();
     }
+    const lastCpu = cpuNow([]);
     const seconds = (performance.now() - t0) / 1000;
     if (messages !== TOTAL) throw new Error(`ceiling moved ${messages}/${TOTAL} messages`);
+    // The plain-SQL client is this process: its CPU is the "runner" here.
+    for (const r of [firstCpu, lastCpu]) r.runners = r.bench;
+    const cpu = cpuSplit(firstCpu, lastCpu, messages - firstCommitMessages);
     const steadySeconds = (lastCommitAt - firstCommitAt) / 1000;
     return {
       path: label, round, messages, seconds: round2(seconds), msgPerSec: Math.round(messages / seconds),
       steadyMsgPerSec: steadySeconds > 0 ? Math.round((messages - firstCommitMessages) / steadySeconds) : null, cycles, errors: 0, rssPeakMB: null,
+      cpu: { ...cpu, benchCpuS: null, coresBusyWithBench: cpu.coresBusy },
     };
   }
 
@@ -304,6 +361,12 @@ async function main() {
     check('two map runners / one (steady)', ratio(two.steadyMsgPerSec, map.steadyMsgPerSec), 1.3),
     check('gate (allow) / map (steady)', ratio(gate.steadyMsgPerSec, map.steadyMsgPerSec), 0.7),
     check('runner RSS peak', rssPeak, 120, ' MB', true),
+    // The floor: with the CPU one runner's path already takes (runner + broker
+    // + PostgreSQL), how much faster the whole machine could go at best.
+    { measure: `cores busy: one map runner, broker and PostgreSQL (steady; ${two.cpu.coresBusy} with two runners)`, value: `${map.cpu.coresBusy}`, target: `of ${CORES}`, met: '' },
+    check(`two runners / one at most on ${CORES} cores (${CORES} / cores busy with one)`, ratio(CORES, map.cpu.coresBusy), 1.3),
+    // Tighter: at the CPU per message the two runners' path actually spent.
+    check(`two runners / one at most on ${CORES} cores at the two-runner path's ${two.cpu.totalUsPerMsg} µs CPU per message`, ratio((CORES * 1e6) / two.cpu.totalUsPerMsg, map.steadyMsgPerSec), 1.3),
   ];
   await broker.stop();
   await sql.end();
@@ -315,6 +378,7 @@ async function main() {
     notes: [
       'Every runner run reads the same pre-pushed messages (8 partitions) through its own consumer group from the start. Paths alternate, twice each; the summary compares the best steady rate of each path. msgPerSec = source messages acked / seconds from start to the last ack; steadyMsgPerSec = messages acked after the first commit / seconds from the first commit to the last (startup, first connections and JIT excluded).',
       'runner paths: queen-mq from dist/ in a child process (RSS sampled from /proc every 100 ms), batchSize 500, maxPartitions 8, against apps/broker/dist/main.js in another child process. Two runners: two children of one query; progress read from its cursors every 20 ms.',
+      'cpu (per row): CPU seconds from /proc over the steady window (runner paths: first to last ack seen in the cursors, read every 20 ms; plain SQL: first to last commit) of the runner process(es), the broker process and PostgreSQL (postmaster, its reaped children and every live backend); coresBusy = their sum / wall seconds (coresBusyWithBench adds this process: cursor polling, RSS and CPU sampling; machineCoresBusy is every process on the machine, from /proc/stat: the gap to ours is other work); µs per message = CPU / messages acked in the window. For plain SQL the runner is this process (its pg client). The machine has ' + CORES + ' cores: a path whose cores busy is near that can only go faster with less CPU per message.',
       'plain SQL: the source copied into tables of its own; one pg connection; per cycle of one partition one transaction: advisory lock, cursor row FOR UPDATE, 500 rows after it, (tumbling) the state rows and one upsert + one delete statement, one head move of the sink partition and one INSERT … unnest of the outputs, the cursor update. No function of ours, no dedup, no HTTP.',
     ],
     summary,
@@ -325,10 +389,24 @@ async function main() {
   const file = await writeResults(NAME, results);
   console.log(`\nQueen streams benchmark (${TOTAL} messages over ${PARTITIONS} partitions, batch ${BATCH}, PostgreSQL ${db.settings.server_version}${db.embedded ? ' embedded' : ''}, fsync=${db.settings.fsync}, load ${loadAtStart})\n`);
   console.log(table(['path', 'round', 'messages', 'seconds', 'msgPerSec', 'steadyMsgPerSec', 'cycles', 'errors', 'rssPeakMB'], rows));
+  console.log('\nCPU over each steady window (runner: the runner process(es); for plain SQL, this process as its client), µs per message:\n');
+  console.log(table(['path', 'round', 'wall s', 'cores busy', 'machine busy', 'runner µs', 'broker µs', 'postgres µs', 'total µs'], rows.map((r) => ({
+    path: r.path, round: r.round, 'wall s': r.cpu.wallSeconds, 'cores busy': r.cpu.coresBusy, 'machine busy': r.cpu.machineCoresBusy, 'runner µs': r.cpu.runnerUsPerMsg, 'broker µs': r.cpu.brokerUsPerMsg, 'postgres µs': r.cpu.postgresUsPerMsg, 'total µs': r.cpu.totalUsPerMsg,
+  }))));
   console.log('');
   console.log(table(['measure', 'value', 'target', 'met'], summary));
   console.log(`\nsink messages: ${JSON.stringify(sinkCounts)}; took ${results.seconds}s`);
   console.log(`results: ${file}`);
+}
+
+/** Busy CPU seconds of the whole machine so far (every process: other work shows as the gap to ours). */
+function machineBusySeconds() {
+  try {
+    const [, user, nice, system, , , irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+    return (user + nice + system + irq + softirq + steal) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 function round2(v) {
