@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// The allocator probes retained duplicates one transactionId at a time for a
-// small run, and with two index scans for a run of more than eight (a stream
-// cycle's outputs all carry one). Both must find the same duplicates: chosen
+// The allocator looks retained duplicates up one transactionId at a time
+// (queen.log_retained_duplicates_v1, migration 013), for a small run and for
+// a run of many (a stream cycle's outputs all carry one; before 013 those
+// took another path). Both must find the same duplicates: chosen
 // transactionIds and the ids of messages pushed without one.
 
 let b: TestBroker;
@@ -68,5 +69,33 @@ describe('push dedup, many transactionIds', () => {
     expect(probe.slice(1).map((r) => [r.status, r.offset])).toEqual(Array.from({ length: 9 }, (_, i) => ['duplicate', String(10 - i)]));
     const { rows } = await b.sql.query('select count(*)::int as n from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [q]);
     expect(rows[0].n).toBe(10);
+  });
+});
+
+describe('push dedup reads what it looks up, not the partition', () => {
+  it('500 new transactionIds pushed to a partition that grew after the last ANALYZE fetch none of its retained messages', async () => {
+    // Statistics taken while the sink partition held ten messages among
+    // 4,000 others, then the sink grows to 5,010: planned from those
+    // statistics, one scan for all the ids read the whole partition (006).
+    const sink = uniqueName('dedup-sink');
+    for (let p = 0; p < 8; p++) await push(uniqueName('dedup-src'), Array.from({ length: 500 }, (_, i) => ({ payload: i })));
+    await push(sink, Array.from({ length: 10 }, (_, i) => ({ payload: i, transactionId: `seed-${i}` })));
+    await b.sql.query('analyze queen.messages');
+    for (let k = 0; k < 10; k++) await push(sink, Array.from({ length: 500 }, (_, i) => ({ payload: i, transactionId: `grow-${k}-${i}` })));
+    const { rows: [part] } = await b.sql.query('select id from queen.partitions where queue_name = $1', [sink]);
+    const items = Array.from({ length: 500 }, (_, i) => ({ partition_id: part.id, payload: i, transaction_id: `new-${i}` }));
+    const c = await b.sql.connect();
+    const fetched = `select idx_tup_fetch::int as n from pg_stat_xact_user_tables where relid = 'queen.messages'::regclass`;
+    try {
+      await c.query('begin');
+      const before = (await c.query(fetched)).rows[0].n;
+      const { rows } = await c.query('select status from queen.log_push_many_v1($1::jsonb, null)', [JSON.stringify(items)]);
+      const after = (await c.query(fetched)).rows[0].n;
+      await c.query('rollback');
+      expect(rows.every((r) => r.status === 'queued')).toBe(true);
+      expect(after - before).toBeLessThan(100);
+    } finally {
+      c.release();
+    }
   });
 });
