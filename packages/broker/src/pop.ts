@@ -51,9 +51,12 @@ interface PopAnswer {
 /**
  * A claimed message's W3C trace context (migration 010). log_pop_v3 does not
  * return it; it is read beside the row only for messages that carry a
- * traceId (tracing clients set both), so an untraced pop never probes.
+ * traceId (tracing clients set both), so an untraced pop never probes. Read
+ * through a volatile function (migration 014): in this statement's own
+ * snapshot, a message committed after the statement began but claimed by
+ * log_pop_v3 (fresh snapshots) would answer null.
  */
-const TRACEPARENT = `case when m.trace_id is not null then (select t.traceparent from queen.messages t where t.partition_id = m.partition_id and t.msg_offset = m.msg_offset) end`;
+const TRACEPARENT = `case when m.trace_id is not null then queen.message_traceparent_v1(m.partition_id, m.msg_offset) end`;
 
 /**
  * The pop statement, parsed once per connection (the hot path of every

@@ -57,4 +57,36 @@ describe('traceparent on messages', () => {
     }
     expect((await b.http('GET', '/api/v1/pop/queue/tp-bad')).status).toBe(204);
   });
+
+  it('a message committed while a pop is under way answers its traceparent (the pop reads it in the snapshot that found the message)', async () => {
+    // The pop statement starts, then waits inside (its named group's
+    // subscription row is being inserted by another transaction); a traced
+    // push commits meanwhile; the pop then finds that message. Read in the
+    // statement's first snapshot, its traceparent was null.
+    await b.http('POST', '/api/v1/push', { items: [{ queue: 'tp-race', payload: 'first' }] });
+    const { rows: [q] } = await b.sql.query(`select id from queen.queues where name = 'tp-race'`);
+    const blocker = await b.sql.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query(`insert into queen.subscriptions (consumer_group, queue_id, mode, start_at) values ('tp-race-group', $1, 'all', null)`, [q.id]);
+      const pop = b.http('GET', '/api/v1/pop/queue/tp-race?batch=10&autoAck=true&consumerGroup=tp-race-group');
+      // The pop is waiting on the blocker's row once PostgreSQL says so.
+      for (let i = 0; ; i++) {
+        const { rows } = await b.sql.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%log_pop_v3%'`);
+        if (rows[0].n > 0) break;
+        if (i > 200) throw new Error('the pop never waited');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect((await b.http('POST', '/api/v1/push', { items: [{ queue: 'tp-race', payload: 'traced', traceId: TRACE_ID, traceparent: TP }] })).status).toBe(201);
+      await blocker.query('rollback');
+      const res = await pop;
+      expect(res.status).toBe(200);
+      expect(res.body.messages.map((m: any) => [m.data, m.traceId, m.traceparent])).toEqual([
+        ['first', null, null],
+        ['traced', TRACE_ID, TP],
+      ]);
+    } finally {
+      blocker.release();
+    }
+  });
 });
