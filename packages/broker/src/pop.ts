@@ -13,7 +13,7 @@ interface PopRow {
   id: string;
   transaction_id: string;
   trace_id: string | null;
-  /** Only read for messages with a trace_id (see TRACEPARENT below). */
+  /** Only read for messages with a trace_id (see the tp step of POP_SQL). */
   traceparent: string | null;
   payload: unknown;
   encrypted: Buffer | null;
@@ -49,16 +49,6 @@ interface PopAnswer {
 }
 
 /**
- * A claimed message's W3C trace context (migration 010). log_pop_v3 does not
- * return it; it is read beside the row only for messages that carry a
- * traceId (tracing clients set both), so an untraced pop never probes. Read
- * through a volatile function (migration 014): in this statement's own
- * snapshot, a message committed after the statement began but claimed by
- * log_pop_v3 (fresh snapshots) would answer null.
- */
-const TRACEPARENT = `case when m.trace_id is not null then queen.message_traceparent_v1(m.partition_id, m.msg_offset) end`;
-
-/**
  * The pop statement, parsed once per connection (the hot path of every
  * consumer): the queue/partition lookup, the pause flag and
  * queen.log_pop_v3 in one round trip. PostgreSQL renders the messages array
@@ -81,7 +71,18 @@ const POP_SQL: NamedStatement = {
               case when not t.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
               t.partition_id, $3, $4, $5, $6, $7, $8,
               case when $9::text = 'now' then now() else $9::timestamptz end, $10) with ordinality r),
-       m as (select * from r where r.msg_offset is not null)
+       m as (select * from r where r.msg_offset is not null),
+       -- The W3C trace context of the claimed messages that carry a traceId
+       -- (tracing clients set both; migration 010): log_pop_v3 does not
+       -- return it, and an untraced pop never reads it. Read by one call of
+       -- a volatile function (migration 014): in this statement's own
+       -- snapshot, a message committed after the statement began but
+       -- claimed by log_pop_v3 (fresh snapshots) would answer null.
+       tp as (select k.* from (select 1 where exists (select 1 from m where m.trace_id is not null)) traced
+              cross join lateral queen.message_traceparents_v1(
+                (select array_agg(m.partition_id) from m where m.trace_id is not null),
+                (select array_agg(m.msg_offset) from m where m.trace_id is not null)) k),
+       n as (select m.*, tp.traceparent from m left join tp on tp.partition_id = m.partition_id and tp.msg_offset = m.msg_offset)
        select (select paused from t) as paused,
               (select coalesce(sum(lease_expired), 0) from r)::int as expired,
               (select count(*) from m)::int as count,
@@ -90,17 +91,17 @@ const POP_SQL: NamedStatement = {
               (select partition_name from m order by ordinality limit 1) as first_name,
               case when not exists (select 1 from m where encrypted is not null) then
                 (select json_agg(x)::text from (
-                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", ${TRACEPARENT} as traceparent, m.payload as data,
+                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", m.traceparent, m.payload as data,
                           m.producer_sub as "producerSub", m.created_at as "createdAt", m.partition_id as "partitionId",
                           m.partition_name as partition, $1::text as queue, $11::text as "leaseId", $3::text as "consumerGroup",
                           m.msg_offset::text as "offset", m.retry_count as "retryCount"
-                     from m order by m.ordinality) x) end as messages,
+                     from n m order by m.ordinality) x) end as messages,
               case when exists (select 1 from m where encrypted is not null) then
                 (select json_agg(json_build_object(
                    'partition_id', m.partition_id, 'partition_name', m.partition_name, 'msg_offset', m.msg_offset::text,
-                   'id', m.id, 'transaction_id', m.transaction_id, 'trace_id', m.trace_id, 'traceparent', ${TRACEPARENT}, 'payload', m.payload,
+                   'id', m.id, 'transaction_id', m.transaction_id, 'trace_id', m.trace_id, 'traceparent', m.traceparent, 'payload', m.payload,
                    'encrypted', encode(m.encrypted, 'base64'), 'producer_sub', m.producer_sub, 'created_at', m.created_at,
-                   'retry_count', m.retry_count) order by m.ordinality) from m) end as rows`,
+                   'retry_count', m.retry_count) order by m.ordinality) from n m) end as rows`,
 };
 
 /** The answer's fields around its messages, in the order Queen's clients see them. */
