@@ -31,7 +31,7 @@ declare
   v_map   jsonb;
   v_out   jsonb;
   v_cur   queen.cursors%rowtype;
-  -- The one item whose move ends the lease: the first to reach its last offset.
+  -- The one item whose move ends a live lease: the first to reach its last offset.
   v_released bigint;
 begin
   select array_agg(i."transactionId" order by i.n), array_agg(i."partitionId" order by i.n),
@@ -115,13 +115,12 @@ begin
     end if;
     select count(distinct i.off) = count(*)
            and bool_and(queen.log_ack_fence_v1(i.off, i.lease, v_cur.cursor_offset, v_cur.lease_id, v_cur.lease_expires_at, v_cur.lease_last_offset, false) is null),
-           min(i.off) filter (where i.off >= v_cur.lease_last_offset)
+           min(i.off) filter (where v_cur.lease_id is not null and i.off >= v_cur.lease_last_offset)
       into v_fast, v_released
       from unnest(v_off, v_lease) as i(off, lease);
     if not coalesce(v_fast, false) then
       return queen.log_ack_items_v1(p_group, p_items);
     end if;
-    if v_cur.lease_id is null or v_cur.lease_last_offset is null then v_released := null; end if;
     v_out := jsonb_build_object(
       'offsets', to_jsonb(v_off::text[]),
       'released', to_jsonb(array(select coalesce(o.off = v_released, false) from unnest(v_off) with ordinality as o(off, n) order by o.n)),
