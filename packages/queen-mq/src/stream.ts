@@ -6,6 +6,7 @@ import {
   type Extractor,
   type LateOption,
   type OperatorContext,
+  type OptionsSchema,
   type Payload,
   type PipeStage,
   type QueueRef,
@@ -93,25 +94,25 @@ export class Stream<T = SourceMessage> {
     return new Stream(this.core.window(plugin, options && lateQueueAsSink<WindowOptions<T>>(options)));
   }
 
+  /** A window factory's sugar: its options checked and split from the window's (an onLate queue made a sink), then `window`. */
+  private windowOf<O extends WindowOptions<T>>(where: string, schema: OptionsSchema, factory: (own: ReturnType<typeof splitWindowOptions<O>>['plugin']) => WindowPlugin, options: WithLateQueue<O>): Stream<T> {
+    const { plugin, window } = splitWindowOptions(where, schema, lateQueueAsSink<O>(options));
+    return this.window(factory(plugin), window as WindowOptions<T>);
+  }
+
   /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
   windowTumbling(options: WithLateQueue<TumblingOptions<T>>): Stream<T> {
-    const o = lateQueueAsSink<TumblingOptions<T>>(options);
-    const { plugin, window } = splitWindowOptions('tumbling window', tumblingOptionsSchema, o);
-    return this.window(tumbling(plugin), window);
+    return this.windowOf<TumblingOptions<T>>('tumbling window', tumblingOptionsSchema, tumbling, options);
   }
 
   /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
   windowSliding(options: WithLateQueue<SlidingOptions<T>>): Stream<T> {
-    const o = lateQueueAsSink<SlidingOptions<T>>(options);
-    const { plugin, window } = splitWindowOptions('sliding window', slidingOptionsSchema, o);
-    return this.window(sliding(plugin), window);
+    return this.windowOf<SlidingOptions<T>>('sliding window', slidingOptionsSchema, sliding, options);
   }
 
   /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
   windowSession(options: WithLateQueue<SessionOptions<T>>): Stream<T> {
-    const o = lateQueueAsSink<SessionOptions<T>>(options);
-    const { plugin, window } = splitWindowOptions('session window', sessionOptionsSchema, o);
-    return this.window(session(plugin), window);
+    return this.windowOf<SessionOptions<T>>('session window', sessionOptionsSchema, session, options);
   }
 
   /**
@@ -121,9 +122,7 @@ export class Stream<T = SourceMessage> {
    * where each fire time opens a window that lasts until the next one.
    */
   windowCron(options: WithLateQueue<CronOptions<T>>): Stream<T> {
-    const o = lateQueueAsSink<CronOptions<T>>(options);
-    const { plugin, window } = splitWindowOptions('cron window', cronOptionsSchema, o);
-    return this.window(cron(plugin), window);
+    return this.windowOf<CronOptions<T>>('cron window', cronOptionsSchema, cron, options);
   }
 
   /**
