@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queen } from '@queen-mq/client';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Stream } from './stream.js';
-import type { LateRecord, SinkPlugin, WindowPlugin } from './plugins.js';
+import type { LateRecord, SinkPlugin } from './plugins.js';
 import type { RunnerContext, ErrorInfo } from './runner-context.js';
 import type { CompiledQuery } from './compile.js';
 import type { CycleRequest } from './wire.js';
@@ -13,22 +13,14 @@ import { StreamsApi } from './state-api.js';
 import { groupByPartition } from './pop-loop.js';
 import { processPartitionBatch } from './cycle.js';
 import { WATERMARK_KEY } from './keys.js';
+import { minuteWindow } from '../test/minute-window.js';
 
 // Late records are outputs of the cycle like window emits: exactly once under
 // a recompute after VERSION_CONFLICT, a runner that dies before its cycle
 // reaches the broker (the batch comes back and is recomputed), and a cycle
 // whose answer is lost after it committed. Real broker on a virtual clock.
 
-const minute: WindowPlugin = {
-  kind: 'test-tumbling',
-  shape: { seconds: 60 },
-  tag: 'tumb:60',
-  defaultIdleFlushMs: 0,
-  assign: (t) => {
-    const start = Math.floor(t / 60000) * 60000;
-    return [{ start, end: start + 60000 }];
-  },
-};
+const minute = minuteWindow(0);
 const queueOf = (queue: string): SinkPlugin => ({ kind: 'queue', shape: { queue }, sinkQueue: queue, toPushItems: (v, ctx) => [{ queue, partition: ctx.partition, payload: v }] });
 const T = Date.parse('2026-01-05T10:00:00.000Z');
 const LEASE_S = 30;

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Stream } from './stream.js';
-import type { WindowPlugin } from './plugins.js';
 import type { SourceMessage } from './source-message.js';
 import type { StateRow } from './wire.js';
 import { batchClock, foldWindowBatch, flushRipeRows, prepareWindowBatch } from './window-batch.js';
@@ -9,18 +8,9 @@ import { evaluateGateBatch, prepareGateBatch } from './gate-batch.js';
 import { escapeKeyPart, unescapeKeyPart, userKeyOfWindowKey, windowStateKey } from './keys.js';
 import { sinkTransactionId } from './transaction-id.js';
 import { toEpochMs } from './event-time.js';
+import { minuteWindow } from '../test/minute-window.js';
 
-// A minimal window written against core's interface only (core never imports a concrete window).
-const minute: WindowPlugin = {
-  kind: 'test-tumbling',
-  shape: { seconds: 60 },
-  tag: 'tumb:60',
-  defaultIdleFlushMs: 5000,
-  assign: (t) => {
-    const start = Math.floor(t / 60000) * 60000;
-    return [{ start, end: start + 60000 }];
-  },
-};
+const minute = minuteWindow(5000);
 const sinkPlugin = { kind: 'queue', shape: { queue: 'sink' }, sinkQueue: 'sink', toPushItems: (v: unknown) => [{ queue: 'sink', payload: v }] };
 const PID = '0195f0a0-0000-7000-8000-000000000001';
 const ms = (iso: string) => Date.parse(iso);

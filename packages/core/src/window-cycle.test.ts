@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queen } from '@queen-mq/client';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Stream } from './stream.js';
-import type { WindowPlugin } from './plugins.js';
 import type { SourceMessage } from './source-message.js';
 import type { RunnerContext } from './runner-context.js';
 import type { CompiledQuery } from './compile.js';
@@ -12,21 +11,13 @@ import { StreamsApi } from './state-api.js';
 import { prepareWindowBatch } from './window-batch.js';
 import { readWindowState, type WindowStateRead } from './window-cycle.js';
 import { WATERMARK_KEY, windowStateKey } from './keys.js';
+import { minuteWindow } from '../test/minute-window.js';
 
 // The one-read path of a window cycle (one state/get of the whole partition)
 // must answer exactly what the two filtered reads answer; a partition with
 // many open rows falls back to the filtered reads. Real broker, real state.
 
-const minute: WindowPlugin = {
-  kind: 'test-tumbling',
-  shape: { seconds: 60 },
-  tag: 'tumb:60',
-  defaultIdleFlushMs: 0,
-  assign: (t) => {
-    const start = Math.floor(t / 60000) * 60000;
-    return [{ start, end: start + 60000 }];
-  },
-};
+const minute = minuteWindow(0);
 const sinkPlugin = { kind: 'queue', shape: { queue: 'sink' }, sinkQueue: 'sink', toPushItems: (v: unknown) => [{ queue: 'sink', payload: v }] };
 const T0 = Date.parse('2026-01-05T12:00:00.000Z');
 
