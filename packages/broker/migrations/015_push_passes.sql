@@ -1,0 +1,220 @@
+-- Cheaper bookkeeping passes of a push (issue 12). Before appending, the
+-- allocator asked two questions of the request by expanding it into a row
+-- per item: which partitions (a distinct over every item, so a sort), and
+-- which transactionIds (a count and a distinct, another sort). Both are now
+-- answered by a jsonpath pass over the request as it stands:
+--   * queen.log_push_many_v1 recognises a request for one partition (every
+--     push through the client, every sink run of a cycle) by the first
+--     item's partition_id and one check that no item names another, and
+--     appends it straight away; other requests go the way they went;
+--   * queen.log_append_v1 collects the transactionIds with
+--     jsonb_path_query_array, and sorts only when there are some.
+-- Measured on one database, calls alternated with 013's form (p25 of 200):
+-- a 100-item push without transactionIds 3.71 -> 3.26 ms (min 2.36 ->
+-- 1.79), a 500-item sink run with transactionIds 17.6 -> 16.2 ms.
+-- Answers, dedup, offsets and locks are as they were.
+
+create or replace function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text)
+returns table (r_ord bigint, r_status text, r_message_id uuid, r_offset bigint, r_transaction_id text, r_created_at timestamptz)
+language plpgsql as $$
+declare
+  v_part        queen.partitions%rowtype;
+  v_created     timestamptz;
+  v_status      text[];
+  v_ids         uuid[];
+  v_offsets     bigint[];
+  v_txids       text[];
+  v_created_ats timestamptz[];
+  v_new         bigint;
+  v_head        bigint;
+  v_from        bigint;
+  v_to          bigint;
+  v_seg_first   bigint;
+  v_seg_started timestamptz;
+  v_max_msgs    int := queen.setting_int('queen.segment_max_messages', 10000);
+  v_max_age     int := queen.setting_int('queen.segment_max_age_s', 3600);
+  v_with_txid   bigint;
+  v_distinct    text[];
+  v_all         text[];
+  v_dup_txids   text[] := '{}';
+  v_dup_ids     uuid[] := '{}';
+  v_dup_offsets bigint[] := '{}';
+  v_dup_created timestamptz[] := '{}';
+  v_tail        bytea := substring(uuid_send(gen_random_uuid()) from 1 for 4);
+begin
+  select * into v_part from queen.partitions where id = p_partition_id for update;
+  if not found then
+    raise exception 'partition % does not exist', p_partition_id using errcode = 'P0002';
+  end if;
+  -- createdAt never goes backwards inside a partition, even if the clock does.
+  v_created := greatest(clock_timestamp(), coalesce(v_part.last_created_at, '-infinity'::timestamptz));
+
+  -- Retained duplicates of the items' distinct transactionIds (see
+  -- queen.log_retained_duplicates_v1: one index lookup each, whatever the
+  -- statistics say).
+  -- The items' transactionIds by one jsonpath pass over the request (no
+  -- row per item); a push without any (the common one) sorts nothing.
+  v_all := array(select jsonb_array_elements_text(jsonb_path_query_array(p_items, '$[*].transaction_id ? (@ != null)')));
+  v_with_txid := cardinality(v_all);
+  if v_with_txid > 0 then
+    v_distinct := array(select distinct t from unnest(v_all) t);
+    select coalesce(array_agg(d.txid), '{}'), coalesce(array_agg(d.id), '{}'),
+           coalesce(array_agg(d.msg_offset), '{}'), coalesce(array_agg(d.created_at), '{}')
+      into v_dup_txids, v_dup_ids, v_dup_offsets, v_dup_created
+      from queen.log_retained_duplicates_v1(p_partition_id, v_distinct) d;
+  end if;
+
+  if v_with_txid = cardinality(coalesce(v_distinct, '{}')) and cardinality(v_dup_txids) = 0 then
+    -- Every item is new (the common case): offset head+ord for item ord,
+    -- straight from the input into the table.
+    return query
+    with ins as (
+      insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, traceparent, payload, encrypted, producer_sub, created_at)
+      select p_partition_id, v_part.head_offset + x.ord, x.id, x.e->>'transaction_id', (x.e->>'trace_id')::uuid, x.e->>'traceparent',
+             case when x.e ? 'encrypted' then null else x.e->'payload' end,
+             case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end, p_producer_sub, v_created
+        from (select j.e, j.ord, queen.uuid_v7(v_created, v_part.head_offset + j.ord, v_tail) as id
+                from jsonb_array_elements(p_items) with ordinality as j(e, ord)) x
+      returning msg_offset, id, transaction_id
+    )
+    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, i.transaction_id, v_created from ins i;
+    v_new := jsonb_array_length(p_items);
+  else
+    -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window
+    -- functions mark each transactionId's first occurrence, first
+    -- occurrences meet the retained duplicates found above, and later
+    -- occurrences copy the first one's outcome.
+    with items as (
+      select x.ord, x.e->>'transaction_id' as txid, x.e->'payload' as payload, (x.e->>'trace_id')::uuid as trace_id,
+             x.e->>'traceparent' as traceparent,
+             case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end as enc,
+             (x.e->>'transaction_id' is null or x.ord = min(x.ord) over (partition by x.e->>'transaction_id')) as is_first
+        from jsonb_array_elements(p_items) with ordinality as x(e, ord)
+    ),
+    retained as (
+      select * from unnest(v_dup_txids, v_dup_ids, v_dup_offsets, v_dup_created) as d(transaction_id, id, msg_offset, created_at)
+    ),
+    probed as (
+      select i.*, d.id as dup_id, d.msg_offset as dup_off, d.created_at as dup_created,
+             (i.is_first and d.id is null) as is_new
+        from items i left join retained d on i.is_first and d.transaction_id = i.txid
+    ),
+    assigned as materialized (
+      select n.*, case when n.is_new then queen.uuid_v7(v_created, n.off, v_tail) end as new_id
+        from (select p.*, v_part.head_offset + sum(case when p.is_new then 1 else 0 end) over (order by p.ord) as off
+                from probed p) n
+    ),
+    resolved as (
+      select a.*,
+             first_value(coalesce(a.new_id, a.dup_id)) over w as first_id,
+             first_value(case when a.is_new then a.off else a.dup_off end) over w as first_off,
+             first_value(case when a.is_new then v_created else a.dup_created end) over w as first_created
+        from assigned a
+      window w as (partition by a.txid, case when a.txid is null then a.ord end order by a.ord)
+    ),
+    ins as (
+      insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, traceparent, payload, encrypted, producer_sub, created_at)
+      select p_partition_id, off, new_id, txid, trace_id, traceparent,
+             case when enc is null then payload end, enc, p_producer_sub, v_created
+        from assigned where is_new
+    )
+    -- Results as plain columns: building a jsonb object per item cost more
+    -- than the insert itself; callers shape the JSON they need.
+    select array_agg(case when r.is_new then 'queued' else 'duplicate' end order by r.ord),
+           array_agg(case when r.is_new then r.new_id else r.first_id end order by r.ord),
+           array_agg(case when r.is_new then r.off else r.first_off end order by r.ord),
+           array_agg(r.txid order by r.ord),
+           array_agg(case when r.is_new then v_created else r.first_created end order by r.ord),
+           count(*) filter (where r.is_new)
+      into v_status, v_ids, v_offsets, v_txids, v_created_ats, v_new
+      from resolved r;
+
+    return query
+      select u.ord, u.status, u.id, u.off, u.txid, u.created
+        from unnest(v_status, v_ids, v_offsets, v_txids, v_created_ats) with ordinality as u(status, id, off, txid, created, ord);
+  end if;
+
+  if v_new > 0 then
+    -- Segment bookkeeping: fill the open segment while it has room and is
+    -- young (it may have been dropped by retention: then open a new one), then
+    -- open segments of at most v_max_msgs for the rest.
+    v_head        := v_part.head_offset + v_new;
+    v_from        := v_part.head_offset + 1;
+    v_seg_first   := v_part.segment_first;
+    v_seg_started := v_part.segment_started_at;
+    if v_seg_first is not null then
+      if v_part.head_offset - v_seg_first + 1 < v_max_msgs and v_created - v_seg_started < make_interval(secs => v_max_age) then
+        v_to := least(v_head, v_seg_first + v_max_msgs - 1);
+        update queen.log_segments set last_offset = v_to, last_created_at = v_created
+         where partition_id = p_partition_id and first_offset = v_seg_first;
+        if found then v_from := v_to + 1; else v_seg_first := null; end if;
+      end if;
+    end if;
+    while v_from <= v_head loop
+      if v_seg_first is not null then
+        update queen.log_segments set sealed = true where partition_id = p_partition_id and first_offset = v_seg_first;
+      end if;
+      v_to := least(v_head, v_from + v_max_msgs - 1);
+      insert into queen.log_segments (partition_id, first_offset, last_offset, first_created_at, last_created_at)
+      values (p_partition_id, v_from, v_to, v_created, v_created);
+      v_seg_first   := v_from;
+      v_seg_started := v_created;
+      v_from        := v_to + 1;
+    end loop;
+
+    update queen.partitions
+       set head_offset = v_head, last_created_at = v_created, last_activity = now(),
+           segment_first = v_seg_first, segment_started_at = v_seg_started,
+           first_offset = least(first_offset, v_part.head_offset + 1)
+     where id = p_partition_id;
+  end if;
+end
+$$;
+
+create or replace function queen.log_push_many_v1(p_items jsonb, p_producer_sub text)
+returns table (status text, message_id uuid, "offset" bigint)
+language plpgsql as $$
+declare
+  v_pids uuid[];
+  v_first uuid;
+begin
+  -- One partition (the usual push, a cycle's sink run) is recognised by one
+  -- jsonpath pass over the request: no row per item, no sort.
+  v_first := (p_items->0->>'partition_id')::uuid;
+  if v_first is not null
+     and not jsonb_path_exists(p_items, '$[*] ? (!exists(@.partition_id) || @.partition_id != $p)', jsonb_build_object('p', v_first)) then
+    perform 1 from queen.partitions where id = v_first for update;
+    return query
+    select a.r_status, a.r_message_id, a.r_offset
+      from queen.log_append_v1(v_first, p_items, p_producer_sub) a
+     order by a.r_ord;
+    return;
+  end if;
+  select array_agg(distinct (e->>'partition_id')::uuid) into v_pids from jsonb_array_elements(p_items) e;
+  perform 1 from queen.partitions where id = any(v_pids) order by id for update;
+  if cardinality(v_pids) = 1 then
+    -- One partition (the usual push): the request is its run as it stands.
+    return query
+    select a.r_status, a.r_message_id, a.r_offset
+      from queen.log_append_v1(v_pids[1], p_items, p_producer_sub) a
+     order by a.r_ord;
+    return;
+  end if;
+  -- Each partition's run is appended once; each result row goes back to its
+  -- input position through the run's ords (an int8 array: O(1) subscripts,
+  -- so a 10k-item request stays linear).
+  return query
+  with items as (
+    select x.ord, (x.e->>'partition_id')::uuid as pid, x.e
+      from jsonb_array_elements(p_items) with ordinality as x(e, ord)
+  ),
+  runs as materialized (
+    select i.pid, array_agg(i.ord order by i.ord) as ords, jsonb_agg(i.e order by i.ord) as run
+      from items i
+     group by i.pid
+  )
+  select a.r_status, a.r_message_id, a.r_offset
+    from runs r cross join lateral queen.log_append_v1(r.pid, r.run, p_producer_sub) a
+   order by r.ords[a.r_ord];
+end
+$$;
