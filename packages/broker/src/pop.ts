@@ -82,20 +82,31 @@ const POP_SQL: NamedStatement = {
               cross join lateral queen.message_traceparents_v1(
                 (select array_agg(m.partition_id) from m where m.trace_id is not null),
                 (select array_agg(m.msg_offset) from m where m.trace_id is not null)) k),
-       n as (select m.*, tp.traceparent from m left join tp on tp.partition_id = m.partition_id and tp.msg_offset = m.msg_offset)
+       n as (select m.*, tp.traceparent from m left join tp on tp.partition_id = m.partition_id and tp.msg_offset = m.msg_offset),
+       -- Quoted once, repeated in every message.
+       k as (select to_json($1::text)::text as queue, to_json($11::text)::text as lease, to_json($3::text)::text as grp)
        select (select paused from t) as paused,
               (select coalesce(sum(lease_expired), 0) from r)::int as expired,
               (select count(*) from m)::int as count,
               (select count(distinct partition_id) from m)::int as claimed,
               (select partition_id from m order by ordinality limit 1) as first_id,
               (select partition_name from m order by ordinality limit 1) as first_name,
+              -- Each message's JSON written out field by field: json_agg over
+              -- a 14-column row looks up how to render each column of each
+              -- row, which cost more than the text itself. Free text goes
+              -- through to_json (escaped as json_agg would); ids, times and
+              -- numbers cannot need escaping. Only a message with a traceId
+              -- can have a traceparent (tp above), so only those look for one.
               case when not exists (select 1 from m where encrypted is not null) then
-                (select json_agg(x)::text from (
-                   select m.id, m.transaction_id as "transactionId", m.trace_id as "traceId", m.traceparent, m.payload as data,
-                          m.producer_sub as "producerSub", m.created_at as "createdAt", m.partition_id as "partitionId",
-                          m.partition_name as partition, $1::text as queue, $11::text as "leaseId", $3::text as "consumerGroup",
-                          m.msg_offset::text as "offset", m.retry_count as "retryCount"
-                     from n m order by m.ordinality) x) end as messages,
+                (select '[' || string_agg('{"id":"' || m.id || '","transactionId":' || to_json(m.transaction_id)
+                   || ',"traceId":' || coalesce('"' || m.trace_id || '"', 'null')
+                   || ',"traceparent":' || case when m.trace_id is null then 'null' else coalesce(to_json((select tp.traceparent from tp
+                        where tp.partition_id = m.partition_id and tp.msg_offset = m.msg_offset))::text, 'null') end
+                   || ',"data":' || coalesce(m.payload::text, 'null') || ',"producerSub":' || coalesce(to_json(m.producer_sub)::text, 'null')
+                   || ',"createdAt":"' || m.created_at || '","partitionId":"' || m.partition_id || '","partition":' || to_json(m.partition_name)
+                   || ',"queue":' || k.queue || ',"leaseId":' || k.lease || ',"consumerGroup":' || k.grp
+                   || ',"offset":"' || m.msg_offset || '","retryCount":' || m.retry_count || '}', ',' order by m.ordinality) || ']'
+                   from m, k) end as messages,
               case when exists (select 1 from m where encrypted is not null) then
                 (select json_agg(json_build_object(
                    'partition_id', m.partition_id, 'partition_name', m.partition_name, 'msg_offset', m.msg_offset::text,
