@@ -9,10 +9,29 @@
 --     appends it straight away; other requests go the way they went;
 --   * queen.log_append_v1 collects the transactionIds with
 --     jsonb_path_query_array, and sorts only when there are some.
+-- And items with transactionIds (every sink run of a stream cycle) are no
+-- longer looked up one by one before the insert: the insert goes first and
+-- the unique index is the check (see the function).
 -- Measured on one database, calls alternated with 013's form (p25 of 200):
 -- a 100-item push without transactionIds 3.71 -> 3.26 ms (min 2.36 ->
--- 1.79), a 500-item sink run with transactionIds 17.6 -> 16.2 ms.
+-- 1.79), a 500-item sink run with transactionIds 17.6 -> 16.2 ms, then
+-- 15.6 -> 14.0 ms with the insert first.
 -- Answers, dedup, offsets and locks are as they were.
+
+-- Writes a run of items as new messages head+1.. in item order (the items'
+-- shape as queen.log_append_v1 takes them); the caller holds the append
+-- lock and has settled that every item is new, or lets the unique index
+-- tell it otherwise.
+create function queen.log_insert_new_v1(p_partition_id uuid, p_items jsonb, p_head bigint, p_created timestamptz, p_tail bytea, p_producer_sub text)
+returns table (msg_offset bigint, id uuid, transaction_id text)
+language sql as $$
+  insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, traceparent, payload, encrypted, producer_sub, created_at)
+  select p_partition_id, p_head + x.ord, queen.uuid_v7(p_created, p_head + x.ord, p_tail), x.e->>'transaction_id', (x.e->>'trace_id')::uuid, x.e->>'traceparent',
+         case when x.e ? 'encrypted' then null else x.e->'payload' end,
+         case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end, p_producer_sub, p_created
+    from jsonb_array_elements(p_items) with ordinality as x(e, ord)
+  returning msg_offset, id, transaction_id
+$$;
 
 create or replace function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text)
 returns table (r_ord bigint, r_status text, r_message_id uuid, r_offset bigint, r_transaction_id text, r_created_at timestamptz)
@@ -36,6 +55,8 @@ declare
   v_with_txid   bigint;
   v_distinct    text[];
   v_all         text[];
+  v_done        boolean := false;
+  v_tries       int;
   v_dup_txids   text[] := '{}';
   v_dup_ids     uuid[] := '{}';
   v_dup_offsets bigint[] := '{}';
@@ -49,14 +70,37 @@ begin
   -- createdAt never goes backwards inside a partition, even if the clock does.
   v_created := greatest(clock_timestamp(), coalesce(v_part.last_created_at, '-infinity'::timestamptz));
 
-  -- Retained duplicates of the items' distinct transactionIds (see
-  -- queen.log_retained_duplicates_v1: one index lookup each, whatever the
-  -- statistics say).
   -- The items' transactionIds by one jsonpath pass over the request (no
   -- row per item); a push without any (the common one) sorts nothing.
   v_all := array(select jsonb_array_elements_text(jsonb_path_query_array(p_items, '$[*].transaction_id ? (@ != null)')));
   v_with_txid := cardinality(v_all);
-  if v_with_txid > 0 then
+  -- Items with transactionIds are appended as all new, optimistically, and
+  -- the unique index on (partition, transactionId) checks them on the way
+  -- in: one lookup each fewer than asking first. A unique violation (an
+  -- item repeats a retained message or an earlier item) undoes the attempt
+  -- (a subtransaction) and the request goes the careful way below. Not for
+  -- a transactionId spelled like a message id (it may name a message pushed
+  -- without one, which the index does not hold), and at most
+  -- 32 times per transaction: a backend keeps the ids of 64
+  -- subtransactions in shared memory, and past that every other session's
+  -- visibility checks get slower until it commits.
+  v_tries := coalesce(nullif(current_setting('queen.optimistic_appends', true), ''), '0')::int;
+  if v_with_txid > 0 and v_tries < 32
+     and not exists (select 1 from unnest(v_all) t where queen.id_offset(t) is not null) then
+    perform set_config('queen.optimistic_appends', (v_tries + 1)::text, true);
+    begin
+      select array_agg(i.msg_offset order by i.msg_offset), array_agg(i.id order by i.msg_offset), array_agg(i.transaction_id order by i.msg_offset)
+        into v_offsets, v_ids, v_txids
+        from queen.log_insert_new_v1(p_partition_id, p_items, v_part.head_offset, v_created, v_tail, p_producer_sub) i;
+      v_done := true;
+    exception when unique_violation then
+      v_done := false;
+    end;
+  end if;
+  if v_with_txid > 0 and not v_done then
+    -- Retained duplicates of the items' distinct transactionIds (see
+    -- queen.log_retained_duplicates_v1: one index lookup each, whatever the
+    -- statistics say).
     v_distinct := array(select distinct t from unnest(v_all) t);
     select coalesce(array_agg(d.txid), '{}'), coalesce(array_agg(d.id), '{}'),
            coalesce(array_agg(d.msg_offset), '{}'), coalesce(array_agg(d.created_at), '{}')
@@ -64,20 +108,16 @@ begin
       from queen.log_retained_duplicates_v1(p_partition_id, v_distinct) d;
   end if;
 
-  if v_with_txid = cardinality(coalesce(v_distinct, '{}')) and cardinality(v_dup_txids) = 0 then
+  if v_done then
+    v_new := cardinality(v_offsets);
+    return query select u.off - v_part.head_offset, 'queued'::text, u.id, u.off, u.txid, v_created
+                   from unnest(v_offsets, v_ids, v_txids) as u(off, id, txid);
+  elsif v_with_txid = cardinality(coalesce(v_distinct, '{}')) and cardinality(v_dup_txids) = 0 then
     -- Every item is new (the common case): offset head+ord for item ord,
     -- straight from the input into the table.
     return query
-    with ins as (
-      insert into queen.messages (partition_id, msg_offset, id, transaction_id, trace_id, traceparent, payload, encrypted, producer_sub, created_at)
-      select p_partition_id, v_part.head_offset + x.ord, x.id, x.e->>'transaction_id', (x.e->>'trace_id')::uuid, x.e->>'traceparent',
-             case when x.e ? 'encrypted' then null else x.e->'payload' end,
-             case when x.e ? 'encrypted' then decode(x.e->>'encrypted', 'base64') end, p_producer_sub, v_created
-        from (select j.e, j.ord, queen.uuid_v7(v_created, v_part.head_offset + j.ord, v_tail) as id
-                from jsonb_array_elements(p_items) with ordinality as j(e, ord)) x
-      returning msg_offset, id, transaction_id
-    )
-    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, i.transaction_id, v_created from ins i;
+    select i.msg_offset - v_part.head_offset, 'queued'::text, i.id, i.msg_offset, i.transaction_id, v_created
+      from queen.log_insert_new_v1(p_partition_id, p_items, v_part.head_offset, v_created, v_tail, p_producer_sub) i;
     v_new := jsonb_array_length(p_items);
   else
     -- Duplicates: one pass, no self-joins (a 10k-item push stays linear): window

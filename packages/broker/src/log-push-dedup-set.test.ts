@@ -72,6 +72,46 @@ describe('push dedup, many transactionIds', () => {
   });
 });
 
+describe('push dedup, insert first (015)', () => {
+  it('a run that repeats a retained transactionId or one of its own is answered as the lookups answer it, gapless', async () => {
+    const q = uniqueName('dedupset-first');
+    await push(q, Array.from({ length: 3 }, (_, i) => ({ payload: i, transactionId: `kept-${i}` })));
+    const run = await push(q, [
+      { payload: 'a', transactionId: 'fresh-a' },
+      { payload: 'b', transactionId: 'kept-1' },
+      { payload: 'c', transactionId: 'fresh-b' },
+      { payload: 'd', transactionId: 'fresh-a' },
+    ]);
+    expect(run.map((r) => [r.status, r.offset])).toEqual([['queued', '4'], ['duplicate', '2'], ['queued', '5'], ['duplicate', '4']]);
+    const next = await push(q, [{ payload: 'e', transactionId: 'fresh-c' }]);
+    expect(next[0]).toMatchObject({ status: 'queued', offset: '6' });
+    const { rows } = await b.sql.query('select count(*)::int as n from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [q]);
+    expect(rows[0].n).toBe(6);
+  });
+
+  it('a transaction appending to 40 partitions opens at most 32 subtransactions, so its ids stay in shared memory', async () => {
+    const q = uniqueName('dedupset-subxacts');
+    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 40 }, (_, i) => ({ queue: q, partition: `p${i}`, payload: 'seed' })) });
+    const { rows: parts } = await b.sql.query('select id from queen.partitions where queue_name = $1 order by name', [q]);
+    expect(parts).toHaveLength(40);
+    const c = await b.sql.connect();
+    try {
+      await c.query('begin');
+      for (const [i, part] of parts.entries()) {
+        const { rows } = await c.query('select status from queen.log_push_many_v1($1::jsonb, null)', [JSON.stringify([{ partition_id: part.id, payload: i, transaction_id: `t-${i}` }])]);
+        expect(rows).toEqual([{ status: 'queued' }]);
+      }
+      const { rows: [mine] } = await c.query(`select s.subxact_count::int as n, s.subxact_overflowed as overflowed
+          from pg_stat_get_backend_idset() as b(id), lateral pg_stat_get_backend_subxact(b.id) s
+         where pg_stat_get_backend_pid(b.id) = pg_backend_pid()`);
+      await c.query('rollback');
+      expect(mine).toEqual({ n: 32, overflowed: false });
+    } finally {
+      c.release();
+    }
+  });
+});
+
 describe('push dedup reads what it looks up, not the partition', () => {
   it('500 new transactionIds pushed to a partition that grew after the last ANALYZE fetch none of its retained messages', async () => {
     // Statistics taken while the sink partition held ten messages among
@@ -83,7 +123,8 @@ describe('push dedup reads what it looks up, not the partition', () => {
     await b.sql.query('analyze queen.messages');
     for (let k = 0; k < 10; k++) await push(sink, Array.from({ length: 500 }, (_, i) => ({ payload: i, transactionId: `grow-${k}-${i}` })));
     const { rows: [part] } = await b.sql.query('select id from queen.partitions where queue_name = $1', [sink]);
-    const items = Array.from({ length: 500 }, (_, i) => ({ partition_id: part.id, payload: i, transaction_id: `new-${i}` }));
+    // One id-shaped transactionId (it names nothing) keeps the run on the lookup path (015 inserts other runs first).
+    const items = Array.from({ length: 500 }, (_, i) => ({ partition_id: part.id, payload: i, transaction_id: i === 0 ? '01234567-89ab-7def-8123-456789abcdef' : `new-${i}` }));
     const c = await b.sql.connect();
     const fetched = `select idx_tup_fetch::int as n from pg_stat_xact_user_tables where relid = 'queen.messages'::regclass`;
     try {
