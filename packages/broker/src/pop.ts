@@ -95,18 +95,18 @@ const POP_SQL: NamedStatement = {
               -- a 14-column row looks up how to render each column of each
               -- row, which cost more than the text itself. Free text goes
               -- through to_json (escaped as json_agg would); ids, times and
-              -- numbers cannot need escaping. Only a message with a traceId
-              -- can have a traceparent (tp above), so only those look for one.
+              -- numbers cannot need escaping. Traceparents come joined (n), not
+              -- looked up per message: a scan of tp per traced message grew with
+              -- the square of the batch.
               case when not exists (select 1 from m where encrypted is not null) then
                 (select '[' || string_agg('{"id":"' || m.id || '","transactionId":' || to_json(m.transaction_id)
                    || ',"traceId":' || coalesce('"' || m.trace_id || '"', 'null')
-                   || ',"traceparent":' || case when m.trace_id is null then 'null' else coalesce(to_json((select tp.traceparent from tp
-                        where tp.partition_id = m.partition_id and tp.msg_offset = m.msg_offset))::text, 'null') end
+                   || ',"traceparent":' || coalesce(to_json(m.traceparent)::text, 'null')
                    || ',"data":' || coalesce(m.payload::text, 'null') || ',"producerSub":' || coalesce(to_json(m.producer_sub)::text, 'null')
                    || ',"createdAt":"' || m.created_at || '","partitionId":"' || m.partition_id || '","partition":' || to_json(m.partition_name)
                    || ',"queue":' || k.queue || ',"leaseId":' || k.lease || ',"consumerGroup":' || k.grp
                    || ',"offset":"' || m.msg_offset || '","retryCount":' || m.retry_count || '}', ',' order by m.ordinality) || ']'
-                   from m, k) end as messages,
+                   from n m, k) end as messages,
               case when exists (select 1 from m where encrypted is not null) then
                 (select json_agg(json_build_object(
                    'partition_id', m.partition_id, 'partition_name', m.partition_name, 'msg_offset', m.msg_offset::text,
