@@ -37,8 +37,16 @@ export function ackResultsOf(items: { transactionId: string; partitionId: string
   });
 }
 
-/** The SQL of an ack request, parsed once per connection. */
-const ACK_SQL: NamedStatement = { name: 'queen_ack', text: 'select queen.log_ack_v1($1, $2::jsonb) as r' };
+/**
+ * The SQL of an ack request, parsed once per connection: the ack, then which
+ * of the partitions it named a pop of the group could claim now, asked in a
+ * snapshot taken after the ack's changes (migration 017).
+ */
+const ACK_SQL: NamedStatement = {
+  name: 'queen_ack',
+  text: `with a as materialized (select queen.log_ack_v1($1, $2::jsonb) as r)
+         select a.r, case when $4::boolean then queen.log_claimable_of_v1($3::uuid[], $1) else $3::uuid[] end as claimable from a`,
+};
 
 /**
  * Applies acks in one transaction via queen.log_ack_v1: items grouped by
@@ -47,13 +55,31 @@ const ACK_SQL: NamedStatement = { name: 'queen_ack', text: 'select queen.log_ack
  */
 async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const payload = items.map((item, idx) => ({ idx, ...item }));
-  const { rows } = await ctx.db.query<{ r: AckAnswer }>(ACK_SQL, [group, JSON.stringify(payload)]);
+  const partitionIds = [...new Set(items.map((i) => i.partitionId))];
+  const room = ctx.notifier.room;
+  const stamp = room.stamp();
+  // Asked only while some pop is parked on this broker: without one, no
+  // wake-up can be saved, and PostgreSQL's time can.
+  const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(ACK_SQL, [group, JSON.stringify(payload), partitionIds, room.parked > 0]);
   const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
-  // A released lease makes its partition poppable again: wake this broker's
-  // waiters for it. Not published to other brokers (a NOTIFY per ack batch
-  // is PostgreSQL work on the hot path); their parked pops re-check within a second.
-  for (const r of results) if (r.leaseReleased && r.queueName && r.partitionName) ctx.notifier.room.wake(r.queueName, [r.partitionName]);
+  // A released lease can make its partition poppable again: wake this
+  // broker's waiters for it when PostgreSQL says a pop could claim it now,
+  // or when a write to it was woken while the ack ran (its waiter may have
+  // found the partition still leased). Not published to other brokers (a
+  // NOTIFY per ack batch is PostgreSQL work on the hot path); their parked
+  // pops re-check within a second.
+  const claimable = new Set(rows[0]!.claimable);
+  const woken = new Set<string>();
+  results.forEach((r, i) => {
+    if (!r.leaseReleased || !r.queueName || !r.partitionName) return;
+    const key = `${r.queueName}\u0000${r.partitionName}`;
+    if (woken.has(key)) return;
+    if (claimable.has(items[i]!.partitionId) || room.wokenSince(stamp, r.queueName, r.partitionName)) {
+      woken.add(key);
+      room.wake(r.queueName, [r.partitionName]);
+    }
+  });
   return results;
 }
 

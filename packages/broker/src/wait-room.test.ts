@@ -76,4 +76,45 @@ describe('wait room', () => {
     await room.park('q', 'g', null, 60_000, gone.signal);
     expect(room.parked).toBe(0);
   });
+
+  it('a wake that finds no one parked is told to the queries in flight of the lines it feeds', async () => {
+    const room = new WaitRoom();
+    const any = room.watch('q', 'g', null);
+    const pinned = room.watch('q', 'g', 'p2');
+    const otherGroup = room.watch('q', 'h', null);
+    room.wake('q', ['p1']);
+    expect([room.missedSince(any), room.missedSince(pinned), room.missedSince(otherGroup)]).toEqual([true, false, true]);
+    // With a pop parked in the line, the wake is its: the query in flight is not told.
+    const later = room.watch('q', 'g', 'p2');
+    const { woken } = parkMany(room, 1, 'q', 'g', 'p2');
+    room.wake('q', ['p2']);
+    await tick();
+    expect(woken).toEqual([0]);
+    expect(room.missedSince(later)).toBe(false);
+    // Shutdown and resumed pops tell every query in flight.
+    room.wakeAll();
+    expect(room.missedSince(later)).toBe(true);
+    for (const w of [any, pinned, otherGroup, later]) room.unwatch(w);
+    expect(room.hasWaiters('q', 'g', null)).toBe(false);
+    // A line with neither waiters nor queries is dropped: a later wake keeps nothing.
+    expect((room as any).queues.size).toBe(0);
+  });
+
+  it('an ack sees whether a partition it released was woken while it ran', () => {
+    const room = new WaitRoom();
+    const stamp = room.stamp();
+    expect(room.wokenSince(stamp, 'q', 'p1')).toBe(false);
+    room.wake('q', ['p1']);
+    room.wake('other', ['p2']);
+    expect(room.wokenSince(stamp, 'q', 'p1')).toBe(true);
+    // Another partition may share p1's slot (one wake-up too many), but not
+    // all 200 of these can: most answer no.
+    const misses = Array.from({ length: 200 }, (_, i) => room.wokenSince(stamp, 'q', `x${i}`)).filter((x) => !x).length;
+    expect(misses).toBeGreaterThan(190);
+    // A wake naming no partition (a remote broker's NOTIFY) counts for every partition of its queue.
+    const next = room.stamp();
+    room.wake('q');
+    expect(room.wokenSince(next, 'q', 'x7')).toBe(true);
+    expect(room.wokenSince(next, 'other', 'p2')).toBe(false);
+  });
 });

@@ -8,6 +8,14 @@
  * line re-checks PostgreSQL on a timer (once a second: what remote brokers'
  * lost NOTIFYs, delayed messages and expiring leases rely on), so a line of
  * any length costs one query a second while nothing happens.
+ *
+ * Two things in flight are told about wakes they could have missed:
+ *   - a pop's query ({@link WaitRoom.watch}): a write that commits after it
+ *     began, while nobody of its line is parked, wakes no one; the pop then
+ *     looks again instead of parking past the write;
+ *   - an ack ({@link WaitRoom.stamp}): a write to a partition whose lease
+ *     it releases may have woken a pop that found the partition still
+ *     leased; the ack then wakes one even if it saw nothing left to claim.
  */
 
 /** How often the head of each line looks again without being woken. */
@@ -23,13 +31,55 @@ interface Line {
   partition: string | null;
   waiters: Waiter[];
   recheck?: NodeJS.Timeout;
+  /** Pop queries of this line in flight ({@link WaitRoom.watch}). */
+  checking: number;
+  /** Wakes that found no waiter while a query was in flight. */
+  missed: number;
 }
 
 const lineKey = (group: string, partition: string | null) => `${group}\u0000${partition ?? ''}`;
 
+/** A pop query in flight on its line: whether a wake passed it by. */
+interface Watch {
+  readonly queue: string;
+  readonly line: Line;
+  readonly missed: number;
+}
+
+/** Slots of the partition wake counts: fixed memory, whatever the number of queues and partitions. */
+const SLOTS = 256;
+
+/** FNV-1a of a queue name, or of a queue and partition name, to a slot. */
+function slotOf(queue: string, partition?: string): number {
+  let h = 0x811c9dc5;
+  const mix = (text: string) => {
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  };
+  mix(queue);
+  if (partition !== undefined) {
+    h = Math.imul(h, 0x01000193); // the separator
+    mix(partition);
+  }
+  return (h >>> 0) % SLOTS;
+}
+
+/**
+ * The partition wake counts at one moment ({@link WaitRoom.stamp}). They
+ * are kept by hash slot, so two partitions may share one: a check can then
+ * see a wake that was not its partition's (one wake-up more), never miss one.
+ */
+interface WakeStamp {
+  readonly named: Float64Array;
+  readonly unnamed: Float64Array;
+}
+
 export class WaitRoom {
   private readonly queues = new Map<string, Map<string, Line>>();
   private size = 0;
+  /** Wakes naming a partition, by (queue, partition) slot. */
+  private readonly named = new Float64Array(SLOTS);
+  /** Wakes of a queue naming no partition (a remote broker's NOTIFY), by queue slot. */
+  private readonly unnamed = new Float64Array(SLOTS);
 
   /** Pops parked now. */
   get parked(): number {
@@ -74,15 +124,17 @@ export class WaitRoom {
    * broker's NOTIFY, which wakes every line's head).
    */
   wake(queue: string, partitions: Iterable<string> | null = null): void {
+    const touched = partitions === null ? null : new Set(partitions);
+    if (touched === null) this.unnamed[slotOf(queue)] += 1;
+    else for (const p of touched) this.named[slotOf(queue, p)] += 1;
     const lines = this.queues.get(queue);
     if (!lines) return;
-    const touched = partitions === null ? null : new Set(partitions);
     for (const line of [...lines.values()]) {
       if (line.partition === null || touched === null || touched.has(line.partition)) this.wakeHead(queue, line);
     }
   }
 
-  /** A pop of this line got messages: the next waiter may find more. */
+  /** A pop of this line got messages and there are more: the next waiter may find them. */
   wakeNext(queue: string, group: string, partition: string | null): void {
     const line = this.queues.get(queue)?.get(lineKey(group, partition));
     if (line) this.wakeHead(queue, line);
@@ -91,8 +143,45 @@ export class WaitRoom {
   /** Every waiter (shutdown, pops resumed, LISTEN reconnected). */
   wakeAll(): void {
     for (const [queue, lines] of [...this.queues]) {
-      for (const line of [...lines.values()]) while (line.waiters.length) this.wakeHead(queue, line);
+      for (const line of [...lines.values()]) {
+        if (line.waiters.length === 0) line.missed += line.checking > 0 ? 1 : 0;
+        while (line.waiters.length) this.wakeHead(queue, line);
+      }
     }
+  }
+
+  /** Whether a pop of this line is parked. */
+  hasWaiters(queue: string, group: string, partition: string | null): boolean {
+    return (this.queues.get(queue)?.get(lineKey(group, partition))?.waiters.length ?? 0) > 0;
+  }
+
+  /** A pop query of this line starts; {@link unwatch} when its answer is back. */
+  watch(queue: string, group: string, partition: string | null): Watch {
+    const line = this.lineOf(queue, group, partition);
+    line.checking += 1;
+    return { queue, line, missed: line.missed };
+  }
+
+  unwatch(watch: Watch): void {
+    watch.line.checking -= 1;
+    this.dropIfIdle(watch.queue, watch.line);
+  }
+
+  /** Whether a wake for the watched line found no one parked while the query was in flight. */
+  missedSince(watch: Watch): boolean {
+    return watch.line.missed !== watch.missed;
+  }
+
+  /** The partition wake counts now, for {@link wokenSince} once an ack's answer is back. */
+  stamp(): WakeStamp {
+    return { named: this.named.slice(), unnamed: this.unnamed.slice() };
+  }
+
+  /** Whether a write to the partition (or to its queue, unnamed) was woken since `stamp`. */
+  wokenSince(stamp: WakeStamp, queue: string, partition: string): boolean {
+    const q = slotOf(queue);
+    const p = slotOf(queue, partition);
+    return this.unnamed[q] !== stamp.unnamed[q] || this.named[p] !== stamp.named[p];
   }
 
   private lineOf(queue: string, group: string, partition: string | null): Line {
@@ -100,13 +189,17 @@ export class WaitRoom {
     if (!lines) this.queues.set(queue, (lines = new Map()));
     const key = lineKey(group, partition);
     let line = lines.get(key);
-    if (!line) lines.set(key, (line = { group, partition, waiters: [] }));
+    if (!line) lines.set(key, (line = { group, partition, waiters: [], checking: 0, missed: 0 }));
     return line;
   }
 
+  /** Wakes the head of the line; with no one parked, the line's queries in flight take note. */
   private wakeHead(queue: string, line: Line): void {
     const head = line.waiters[0];
-    if (!head) return;
+    if (!head) {
+      if (line.checking > 0) line.missed += 1;
+      return;
+    }
     this.remove(queue, line, head);
     head.wake();
   }
@@ -118,9 +211,17 @@ export class WaitRoom {
     this.size -= 1;
     if (line.waiters.length === 0) {
       clearInterval(line.recheck);
-      const lines = this.queues.get(queue);
-      lines?.delete(lineKey(line.group, line.partition));
-      if (lines?.size === 0) this.queues.delete(queue);
+      line.recheck = undefined;
+      this.dropIfIdle(queue, line);
     }
+  }
+
+  private dropIfIdle(queue: string, line: Line): void {
+    if (line.waiters.length > 0 || line.checking > 0) return;
+    const lines = this.queues.get(queue);
+    const key = lineKey(line.group, line.partition);
+    if (lines?.get(key) !== line) return;
+    lines.delete(key);
+    if (lines.size === 0) this.queues.delete(queue);
   }
 }
