@@ -143,10 +143,8 @@ export class WaitRoom {
   /** Every waiter (shutdown, pops resumed, LISTEN reconnected). */
   wakeAll(): void {
     for (const [queue, lines] of [...this.queues]) {
-      for (const line of [...lines.values()]) {
-        if (line.waiters.length === 0) line.missed += line.checking > 0 ? 1 : 0;
-        while (line.waiters.length) this.wakeHead(queue, line);
-      }
+      // The first wake of an empty line tells its queries in flight.
+      for (const line of [...lines.values()]) do this.wakeHead(queue, line); while (line.waiters.length);
     }
   }
 
