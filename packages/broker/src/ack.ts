@@ -63,12 +63,12 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(ACK_SQL, [group, JSON.stringify(payload), partitionIds, room.parked > 0]);
   const results = ackResultsOf(items, rows[0]!.r);
   countAcks(ctx, items, results);
-  // A released lease can make its partition poppable again: wake this
-  // broker's waiters for it when PostgreSQL says a pop could claim it now,
-  // or when a write to it was woken while the ack ran (its waiter may have
-  // found the partition still leased). Not published to other brokers (a
-  // NOTIFY per ack batch is PostgreSQL work on the hot path); their parked
-  // pops re-check within a second.
+  // A released lease can make its partition poppable again for this group:
+  // wake this broker's waiters of the group for it when PostgreSQL says a
+  // pop could claim it now, or when a write to it was woken while the ack
+  // ran (its waiter may have found the partition still leased). Not
+  // published to other brokers (a NOTIFY per ack batch is PostgreSQL work
+  // on the hot path); their parked pops re-check within a second.
   const claimable = new Set(rows[0]!.claimable);
   const woken = new Set<string>();
   results.forEach((r, i) => {
@@ -77,7 +77,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
     if (woken.has(key)) return;
     if (claimable.has(items[i]!.partitionId) || room.wokenSince(stamp, r.queueName, r.partitionName)) {
       woken.add(key);
-      room.wake(r.queueName, [r.partitionName]);
+      room.wakeGroup(r.queueName, group, [r.partitionName]);
     }
   });
   return results;

@@ -100,6 +100,23 @@ describe('wait room', () => {
     expect((room as any).queues.size).toBe(0);
   });
 
+  it("an ack's wake reaches only its own group's lines that the partition feeds", async () => {
+    const room = new WaitRoom();
+    const ga = parkMany(room, 2, 'q', 'ga');
+    const gaPinned = parkMany(room, 1, 'q', 'ga', 'p2');
+    const gb = parkMany(room, 2, 'q', 'gb');
+    room.wakeGroup('q', 'ga', ['p1']);
+    await tick();
+    expect([ga.woken, gaPinned.woken, gb.woken]).toEqual([[0], [], []]);
+    // Not a write: the ack's wake leaves the partition wake counts alone.
+    const stamp = room.stamp();
+    room.wakeGroup('q', 'ga', ['p2']);
+    await tick();
+    expect([ga.woken, gaPinned.woken, gb.woken]).toEqual([[0, 1], [0], []]);
+    expect(room.wokenSince(stamp, 'q', 'p2')).toBe(false);
+    room.wakeAll();
+  });
+
   it('an ack sees whether a partition it released was woken while it ran', () => {
     const room = new WaitRoom();
     const stamp = room.stamp();

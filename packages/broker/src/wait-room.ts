@@ -127,11 +127,16 @@ export class WaitRoom {
     const touched = partitions === null ? null : new Set(partitions);
     if (touched === null) this.unnamed[slotOf(queue)] += 1;
     else for (const p of touched) this.named[slotOf(queue, p)] += 1;
-    const lines = this.queues.get(queue);
-    if (!lines) return;
-    for (const line of [...lines.values()]) {
-      if (line.partition === null || touched === null || touched.has(line.partition)) this.wakeHead(queue, line);
-    }
+    this.wakeLines(queue, null, touched);
+  }
+
+  /**
+   * An ack of `group` released its lease on these partitions: wakes the head
+   * of that group's lines they can feed. Other groups' cursors and leases
+   * are their own, so the ack can give their pops nothing.
+   */
+  wakeGroup(queue: string, group: string, partitions: Iterable<string>): void {
+    this.wakeLines(queue, group, new Set(partitions));
   }
 
   /** A pop of this line got messages and there are more: the next waiter may find them. */
@@ -189,6 +194,16 @@ export class WaitRoom {
     let line = lines.get(key);
     if (!line) lines.set(key, (line = { group, partition, waiters: [], checking: 0, missed: 0 }));
     return line;
+  }
+
+  /** The head of each line of the queue (of one group, or all) that a write to `touched` (null: any partition) can feed. */
+  private wakeLines(queue: string, group: string | null, touched: Set<string> | null): void {
+    const lines = this.queues.get(queue);
+    if (!lines) return;
+    for (const line of [...lines.values()]) {
+      if (group !== null && line.group !== group) continue;
+      if (line.partition === null || touched === null || touched.has(line.partition)) this.wakeHead(queue, line);
+    }
   }
 
   /** Wakes the head of the line; with no one parked, the line's queries in flight take note. */

@@ -8,7 +8,7 @@ import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing'
 
 let b: TestBroker;
 /** Pop statements that reached PostgreSQL, and how many of them found nothing. */
-const pops = { all: 0, empty: 0 };
+const pops = { all: 0, empty: 0, byGroup: new Map<string, number>() };
 /** Set by a test to hold a pop's answer back (resolved after the query ran). */
 let holdPop: (() => Promise<void>) | null = null;
 beforeAll(async () => {
@@ -18,6 +18,7 @@ beforeAll(async () => {
     const result: any = await query(text, values);
     if (typeof text === 'object' && text?.name === 'queen_pop') {
       pops.all += 1;
+      pops.byGroup.set(String(values?.[2]), (pops.byGroup.get(String(values?.[2])) ?? 0) + 1);
       if (result.rows[0]?.count === 0) pops.empty += 1;
       const hold = holdPop;
       holdPop = null;
@@ -34,8 +35,9 @@ const parkedPop = (queue: string, qs: string) => {
   const started = Date.now();
   return b.http('GET', `/api/v1/pop/queue/${queue}?wait=true&timeout=8000&${qs}`).then((r) => ({ ...r, at: Date.now(), started }));
 };
-const ackAll = (messages: any[]) =>
+const ackAll = (messages: any[], consumerGroup?: string) =>
   b.http('POST', '/api/v1/ack/batch', {
+    ...(consumerGroup ? { consumerGroup } : {}),
     acknowledgments: messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId })),
   });
 const until = async (check: () => boolean, ms = 5000) => {
@@ -102,6 +104,32 @@ describe('wake hints', () => {
     expect(second.body.messages.map((m: any) => m.data.i)).toEqual([5, 6, 7, 8, 9]);
     // Without the wake the pop would wait for its line's re-check, a second after it parked.
     expect(second.at - ackedAt).toBeLessThan(400);
+  });
+
+  it("an ack wakes its own group's parked pop, not another group's", async () => {
+    const q = uniqueName('hints-groups');
+    expect((await push(q, 'p', 10)).status).toBe(201);
+    const a = await b.http('GET', `/api/v1/pop/queue/${q}?batch=5&consumerGroup=ga`);
+    expect(a.body.messages).toHaveLength(5);
+    const done = await b.http('GET', `/api/v1/pop/queue/${q}?batch=10&consumerGroup=gb`);
+    expect(done.body.messages).toHaveLength(10);
+    expect((await ackAll(done.body.messages, 'gb')).status).toBe(200);
+    // Both groups park: ga behind its own lease, gb caught up.
+    const parked = b.ctx.notifier.room.parked;
+    const waitingA = parkedPop(q, 'batch=10&consumerGroup=ga');
+    const waitingB = parkedPop(q, 'batch=10&consumerGroup=gb');
+    await until(() => b.ctx.notifier.room.parked === parked + 2);
+    const gbBefore = pops.byGroup.get('gb') ?? 0;
+    const ackedAt = Date.now();
+    expect((await ackAll(a.body.messages, 'ga')).body.at(-1).leaseReleased).toBe(true);
+    const answerA = await waitingA;
+    expect(answerA.body.messages.map((m: any) => m.data.i)).toEqual([5, 6, 7, 8, 9]);
+    expect(answerA.at - ackedAt).toBeLessThan(400);
+    await new Promise((r) => setTimeout(r, 150));
+    // gb's cursor and lease are its own: the ack gave it nothing to look for.
+    expect((pops.byGroup.get('gb') ?? 0) - gbBefore).toBe(0);
+    expect((await push(q, 'p', 1)).status).toBe(201);
+    expect((await waitingB).body.messages).toHaveLength(1);
   });
 
   it('a pop that leaves more for the next parked pop wakes it at once', async () => {
