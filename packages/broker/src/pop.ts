@@ -207,7 +207,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           // Whether more is left matters only to a pop parked behind this
           // one; without one the check's PostgreSQL time is saved, and a pop
           // that parks meanwhile is woken as if there were more.
-          outcome = await popOnce(ctx, params.queue, partition, q, room.hasWaiters(params.queue, q.consumerGroup, partition));
+          outcome = await popOnce(ctx, params.queue, partition, q, watch.waiting);
         } finally {
           room.unwatch(watch);
         }

@@ -94,8 +94,15 @@ describe('wait room', () => {
     // Shutdown and resumed pops tell every query in flight.
     room.wakeAll();
     expect(room.missedSince(later)).toBe(true);
-    for (const w of [any, pinned, otherGroup, later]) room.unwatch(w);
-    expect(room.hasWaiters('q', 'g', null)).toBe(false);
+    // A query knows whether a pop of its line was parked when it began.
+    expect([any.waiting, later.waiting]).toEqual([false, false]);
+    const { woken: parkedFirst } = parkMany(room, 1, 'q', 'g', null);
+    const behind = room.watch('q', 'g', null);
+    expect(behind.waiting).toBe(true);
+    room.wakeAll();
+    await tick();
+    expect(parkedFirst).toEqual([0]);
+    for (const w of [any, pinned, otherGroup, later, behind]) room.unwatch(w);
     // A line with neither waiters nor queries is dropped: a later wake keeps nothing.
     expect((room as any).queues.size).toBe(0);
   });

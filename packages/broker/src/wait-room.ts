@@ -44,9 +44,11 @@ interface Watch {
   readonly queue: string;
   readonly line: Line;
   readonly missed: number;
+  /** Whether a pop of the line was parked when the query began (only then is "is there more" worth asking). */
+  readonly waiting: boolean;
 }
 
-/** Slots of the partition wake counts: fixed memory, whatever the number of queues and partitions. */
+/** Slots of the last-wake numbers: fixed memory, whatever the number of queues and partitions. */
 const SLOTS = 256;
 
 /** FNV-1a of a queue name, or of a queue and partition name, to a slot. */
@@ -63,22 +65,18 @@ function slotOf(queue: string, partition?: string): number {
   return (h >>> 0) % SLOTS;
 }
 
-/**
- * The partition wake counts at one moment ({@link WaitRoom.stamp}). They
- * are kept by hash slot, so two partitions may share one: a check can then
- * see a wake that was not its partition's (one wake-up more), never miss one.
- */
-interface WakeStamp {
-  readonly named: Float64Array;
-  readonly unnamed: Float64Array;
-}
-
 export class WaitRoom {
   private readonly queues = new Map<string, Map<string, Line>>();
   private size = 0;
-  /** Wakes naming a partition, by (queue, partition) slot. */
+  /** Numbers every write's wake, so a stamp is one number, not a copy of the slots. */
+  private wakes = 0;
+  /**
+   * The number of the last wake naming a partition, by (queue, partition)
+   * slot, and of the last naming none (a remote broker's NOTIFY), by queue
+   * slot. Two partitions may share a slot: a check can then see a wake that
+   * was not its partition's (one wake-up more), never miss one.
+   */
   private readonly named = new Float64Array(SLOTS);
-  /** Wakes of a queue naming no partition (a remote broker's NOTIFY), by queue slot. */
   private readonly unnamed = new Float64Array(SLOTS);
 
   /** Pops parked now. */
@@ -125,8 +123,9 @@ export class WaitRoom {
    */
   wake(queue: string, partitions: Iterable<string> | null = null): void {
     const touched = partitions === null ? null : new Set(partitions);
-    if (touched === null) this.unnamed[slotOf(queue)] += 1;
-    else for (const p of touched) this.named[slotOf(queue, p)] += 1;
+    const n = ++this.wakes;
+    if (touched === null) this.unnamed[slotOf(queue)] = n;
+    else for (const p of touched) this.named[slotOf(queue, p)] = n;
     this.wakeLines(queue, null, touched);
   }
 
@@ -153,16 +152,11 @@ export class WaitRoom {
     }
   }
 
-  /** Whether a pop of this line is parked. */
-  hasWaiters(queue: string, group: string, partition: string | null): boolean {
-    return (this.queues.get(queue)?.get(lineKey(group, partition))?.waiters.length ?? 0) > 0;
-  }
-
   /** A pop query of this line starts; {@link unwatch} when its answer is back. */
   watch(queue: string, group: string, partition: string | null): Watch {
     const line = this.lineOf(queue, group, partition);
     line.checking += 1;
-    return { queue, line, missed: line.missed };
+    return { queue, line, missed: line.missed, waiting: line.waiters.length > 0 };
   }
 
   unwatch(watch: Watch): void {
@@ -175,16 +169,14 @@ export class WaitRoom {
     return watch.line.missed !== watch.missed;
   }
 
-  /** The partition wake counts now, for {@link wokenSince} once an ack's answer is back. */
-  stamp(): WakeStamp {
-    return { named: this.named.slice(), unnamed: this.unnamed.slice() };
+  /** The number of the last write's wake, for {@link wokenSince} once an ack's answer is back. */
+  stamp(): number {
+    return this.wakes;
   }
 
   /** Whether a write to the partition (or to its queue, unnamed) was woken since `stamp`. */
-  wokenSince(stamp: WakeStamp, queue: string, partition: string): boolean {
-    const q = slotOf(queue);
-    const p = slotOf(queue, partition);
-    return this.unnamed[q] !== stamp.unnamed[q] || this.named[p] !== stamp.named[p];
+  wokenSince(stamp: number, queue: string, partition: string): boolean {
+    return this.unnamed[slotOf(queue)]! > stamp || this.named[slotOf(queue, partition)]! > stamp;
   }
 
   private lineOf(queue: string, group: string, partition: string | null): Line {
