@@ -44,7 +44,12 @@ type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'se
  * The pool plus the one place that knows whether PostgreSQL is up. Any
  * statement failing for lack of a database marks it down (logged once); a
  * probe then looks for it with a short backoff and marks it up again (logged
- * once), as does any statement that succeeds meanwhile. Background services
+ * once), as does any new connection PostgreSQL accepts meanwhile. Not a
+ * statement that succeeds meanwhile: while PostgreSQL shuts down it ends its
+ * sessions one by one, so a statement can still succeed on a session not
+ * yet ended, and the outage was logged as over 10 ms after it began, then
+ * again as begun (a shutting-down server refuses new connections, so a
+ * connection accepted is proof). Background services
  * consult `available` and skip their passes while it is false; `/health`
  * reports it without a round trip of its own. Events: `down` (err), `up`.
  */
@@ -55,8 +60,6 @@ export class Database extends EventEmitter {
   private probeTimer?: NodeJS.Timeout;
   private probeDelay = PROBE_FIRST_MS;
   private closed = false;
-  /** Bumped by every outage: a statement that started before it and succeeds after it proves nothing. */
-  private epoch = 0;
   /** Bumped by every recovery: a statement that started before it and fails after it belongs to the outage that ended. */
   private recoveries = 0;
 
@@ -85,6 +88,9 @@ export class Database extends EventEmitter {
     });
     // An idle client losing its connection must not crash the process.
     this.pool.on('error', (err) => this.markDown(err));
+    this.pool.on('connect', () => {
+      if (!this.up) this.markUp();
+    });
   }
 
   /** False from the first failure for lack of a database until PostgreSQL answers again. */
@@ -127,7 +133,6 @@ export class Database extends EventEmitter {
     if (this.closed) return;
     if (this.up) {
       this.up = false;
-      this.epoch++;
       this.downSince = Date.now();
       const e = err as { code?: string; message?: string };
       this.log?.warn({ code: e?.code, reason: e?.message }, 'database unavailable; answering 503 DB_UNAVAILABLE until it is back');
@@ -160,12 +165,9 @@ export class Database extends EventEmitter {
    * connection: for the hot paths.
    */
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string | NamedStatement, values?: unknown[]): Promise<pg.QueryResult<R>> {
-    const epoch = this.epoch;
     const recoveries = this.recoveries;
     try {
-      const result = typeof text === 'string' ? await this.pool.query<R>(text, values) : await this.pool.query<R>({ ...text, values });
-      if (!this.up && epoch === this.epoch) this.markUp();
-      return result;
+      return typeof text === 'string' ? await this.pool.query<R>(text, values) : await this.pool.query<R>({ ...text, values });
     } catch (err) {
       throw this.translate(err, recoveries);
     }
@@ -173,7 +175,6 @@ export class Database extends EventEmitter {
 
   /** Runs fn inside BEGIN/COMMIT on one client; rolls back on any throw. */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const epoch = this.epoch;
     const recoveries = this.recoveries;
     let client: pg.PoolClient;
     try {
@@ -195,7 +196,6 @@ export class Database extends EventEmitter {
       await client.query('begin');
       const out = await fn(client);
       await client.query('commit');
-      if (!this.up && epoch === this.epoch) this.markUp();
       return out;
     } catch (err) {
       if (!lost) await client.query('rollback').catch(() => undefined);
