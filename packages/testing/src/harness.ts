@@ -94,6 +94,11 @@ export async function startTestBroker(options: TestBrokerOptions = {}): Promise<
       config: { port: 0, host: '127.0.0.1', retentionIntervalMs: 600000, ...brokerOptions.config, databaseUrl },
     });
     const sql = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+    // pg-pool's end() resolves before its idle clients' sockets have closed;
+    // PostgreSQL stopped right after (stop() releases the cluster) can end
+    // such a session first, and an 'error' with no listener on the pool
+    // ends the test process.
+    sql.on('error', () => undefined);
     let stopping: Promise<void> | undefined;
     return {
       ...broker,
