@@ -13,11 +13,14 @@ import { sleep } from './sleep.js';
 const LEASE_EXTEND_SECONDS = 5;
 const LEASE_EXTEND_EVERY_MS = 1000;
 /**
- * Popped batches processed at once by the pop loop: one committing while the
- * next pop long-polls (see popLoop), plus one more so a pop that returns
- * before the previous batch committed can start right away.
+ * Popped batches processed at once by the pop loop (see popLoop): while one
+ * commits, others read state, compute or wait on their pop's answer, each on
+ * partitions of its own. Measured on 8 partitions, batch 500 (runner and
+ * broker on one 2-core machine): 2 → 4 took a tumbling aggregate from about
+ * 46k to 51k messages a second and a map from 28.6k to 30.8k; the memory is
+ * at most 4 batches.
  */
-const POPS_IN_FLIGHT = 2;
+const POPS_IN_FLIGHT = 4;
 
 /** The source a query pops: the queue, or only its pinned partition. */
 export interface PopSource {
