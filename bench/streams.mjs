@@ -80,9 +80,10 @@ async function child(spec) {
   // The parent reads this process's CPU from /proc until it says stop.
   while (!stopAsked && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   // Processing-time windows close once the clock passes their end: a run
-  // shorter than a window may have closed none, so the idle flush gets time
-  // to close the open ones before the sink is counted (after the measured part).
-  if (spec.kind === 'tumbling') await new Promise((r) => setTimeout(r, (WINDOW_SECONDS + 1.5) * 1000));
+  // shorter than a window may have closed none, so the idle flush (every
+  // 5 s by default) gets time to close the open ones before the sink is
+  // counted (after the measured part).
+  if (spec.kind === 'tumbling') await new Promise((r) => setTimeout(r, (WINDOW_SECONDS + 5 + 1.5) * 1000));
   await handle.stop();
   await queen.close();
   const steadySeconds = lastCommitAt !== null && lastCommitAt > firstCommitAt ? (lastCommitAt - firstCommitAt) / 1000 : null;
