@@ -219,4 +219,45 @@ describe('pop', () => {
     const r = await pop(q);
     expect(r.body.partition).toBe('earlier');
   });
+
+  it('answers each field as it was pushed, whatever characters it holds, traced or not (the broker writes the JSON)', async () => {
+    const q = uniqueName('b-fields');
+    // Quotes, backslashes, non-ASCII, an astral character and U+2028 in the
+    // names a client chooses; payloads of every JSON kind, null included.
+    const partition = 'p "q" \\ é 😀 \u2028 end';
+    const items = [
+      { queue: q, partition, transactionId: 'tx "1" \\ é 😀 \u2028', payload: { s: 'a "b" \\ \n \u0001 😀', n: 1.5, t: true, z: null, l: [1, 'x'] } },
+      { queue: q, partition, payload: null },
+      { queue: q, partition, payload: 'plain string' },
+      { queue: q, partition, payload: 42, traceId: '0195f0c2-aaaa-7bbb-8ccc-0123456789ab', traceparent: '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01' },
+      { queue: q, partition, transactionId: 'last', payload: [] },
+    ];
+    const pushed = await push(items);
+    expect(pushed.status).toBe(201);
+    const r = await pop(q, 'batch=10');
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ success: true, queue: q, partition, partitionsClaimed: 1 });
+    const ms = r.body.messages as any[];
+    expect(ms).toHaveLength(5);
+    ms.forEach((m, i) => {
+      const item = items[i]! as any;
+      expect(Object.keys(m)).toEqual(['id', 'transactionId', 'traceId', 'traceparent', 'data', 'producerSub', 'createdAt', 'partitionId', 'partition', 'queue', 'leaseId', 'consumerGroup', 'offset', 'retryCount']);
+      expect(m).toEqual({
+        id: pushed.body[i].message_id,
+        transactionId: item.transactionId ?? pushed.body[i].message_id,
+        traceId: item.traceId ?? null,
+        traceparent: item.traceparent ?? null,
+        data: item.payload,
+        producerSub: null,
+        createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
+        partitionId: r.body.partitionId,
+        partition,
+        queue: q,
+        leaseId: r.body.leaseId,
+        consumerGroup: '__QUEUE_MODE__',
+        offset: String(i + 1),
+        retryCount: 0,
+      });
+    });
+  });
 });
