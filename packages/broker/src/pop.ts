@@ -6,6 +6,7 @@ import type { NamedStatement } from './database.js';
 import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from './http.js';
 
+/** One claimed message as the pop statement answers it. */
 interface PopRow {
   partition_id: string;
   partition_name: string;
@@ -15,16 +16,15 @@ interface PopRow {
   trace_id: string | null;
   /** Only read for messages with a trace_id (see the tp step of POP_SQL). */
   traceparent: string | null;
-  payload: unknown;
+  /** The stored payload's JSON text (null for an encrypted one). */
+  payload: string | null;
   encrypted: Buffer | null;
   producer_sub: string | null;
   created_at: string;
   retry_count: number;
-  /** Expired leases the pop released (0 on message rows; a trailing row without a message carries the count). */
-  lease_expired: number | null;
 }
 
-/** A pop's answer: the body as JSON text (built by PostgreSQL on the common path), and how many messages it carries. */
+/** A pop's answer: the body as JSON text, and how many messages it carries. */
 type PopOutcome = { kind: 'messages'; body: string; count: number; more: boolean } | { kind: 'empty' } | { kind: 'paused' } | { kind: 'dead-lettered' };
 
 function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; start: string | null } {
@@ -38,15 +38,13 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
  * One row of the pop statement: what the claim did (the same on every row),
  * and one claimed message (all null on the one row of a pop that claimed none).
  */
-interface PopAnswerRow extends Omit<PopRow, 'payload' | 'lease_expired'> {
+interface PopAnswerRow extends PopRow {
   paused: boolean;
   expired: number;
   count: number;
   claimed: number;
   /** Whether a pop of the same line could claim something after this one (queen.log_claimable_any_v1). */
   more: boolean;
-  /** The stored payload's JSON text (null for an encrypted one). */
-  payload: string | null;
 }
 
 /**
@@ -119,23 +117,23 @@ const jsonOrNull = (text: string | null): string => (text === null ? 'null' : JS
 /**
  * The messages array of a pop's answer (PoppedMessage, fields in the order
  * Queen's clients see them), written out as text: `dataOf` gives each
- * message's data as JSON text, which goes in as it is.
+ * message's data as JSON text (by its index), which goes in as it is.
  */
-function renderMessages<R extends Omit<PopRow, 'payload' | 'encrypted' | 'lease_expired'>>(
-  rows: R[], dataOf: (row: R) => string, queue: string, leaseId: string, group: string,
+function renderMessages<R extends Omit<PopRow, 'payload'>>(
+  rows: R[], dataOf: (row: R, index: number) => string, queue: string, leaseId: string, group: string,
 ): string {
   const shared = `,"queue":${JSON.stringify(queue)},"leaseId":${JSON.stringify(leaseId)},"consumerGroup":${JSON.stringify(group)}`;
   // A pop's messages come in runs of one partition: its two fields are written once per run.
   let partitionId: string | null = null;
   let partitionFields = '';
   let out = '';
-  for (const r of rows) {
+  rows.forEach((r, index) => {
     if (r.partition_id !== partitionId) {
       partitionId = r.partition_id;
       partitionFields = `","partitionId":"${partitionId}","partition":${JSON.stringify(r.partition_name)}${shared}`;
     }
-    out += `${out === '' ? '[' : ','}{"id":"${r.id}","transactionId":${JSON.stringify(r.transaction_id)},"traceId":${r.trace_id === null ? 'null' : `"${r.trace_id}"`},"traceparent":${jsonOrNull(r.traceparent)},"data":${dataOf(r)},"producerSub":${jsonOrNull(r.producer_sub)},"createdAt":"${r.created_at}${partitionFields},"offset":"${r.msg_offset}","retryCount":${r.retry_count}}`;
-  }
+    out += `${out === '' ? '[' : ','}{"id":"${r.id}","transactionId":${JSON.stringify(r.transaction_id)},"traceId":${r.trace_id === null ? 'null' : `"${r.trace_id}"`},"traceparent":${jsonOrNull(r.traceparent)},"data":${dataOf(r, index)},"producerSub":${jsonOrNull(r.producer_sub)},"createdAt":"${r.created_at}${partitionFields},"offset":"${r.msg_offset}","retryCount":${r.retry_count}}`;
+  });
   return out === '' ? '[]' : `${out}]`;
 }
 
@@ -171,8 +169,7 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   // Only undeliverable messages, now dead-lettered (pop-unreadable.ts): the partition has moved on, claim again.
   if (delivered.length === 0 && deadLettered > 0) return { kind: 'dead-lettered' };
   ctx.metrics.delivered.inc({ queue }, delivered.length);
-  const dataOf = new Map(delivered.map((r, i) => [r, JSON.stringify(data[i]) ?? 'null']));
-  const messages = renderMessages(delivered, (r) => dataOf.get(r)!, queue, wireLease, q.consumerGroup);
+  const messages = renderMessages(delivered, (_, i) => JSON.stringify(data[i]) ?? 'null', queue, wireLease, q.consumerGroup);
   const first = delivered[0]!;
   const partitions = new Set(delivered.map((r) => r.partition_id)).size;
   return { kind: 'messages', count: delivered.length, more: a.more, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitions, messages) };
@@ -215,7 +212,8 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
         if (outcome.kind === 'messages') {
           // The next pop parked in this line is woken only when PostgreSQL
           // says there is more for it: a wake-up for nothing costs a pop
-          // statement (~0.5 ms of PostgreSQL) and kept consumers busy.
+          // statement (0.34 ms p25 alone on one connection, against 0.13 ms
+          // for `select 1`) and kept consumers busy.
           if (outcome.more) room.wakeNext(params.queue, q.consumerGroup, partition);
           return reply.type('application/json; charset=utf-8').send(outcome.body);
         }
