@@ -85,6 +85,15 @@ export class WaitRoom {
   }
 
   /**
+   * Whether pops of this line are parked now. Each of them looked and found
+   * nothing, and every wake since went to the head of the line: a pop that
+   * arrives now and would only find nothing can join the line unasked.
+   */
+  waiting(queue: string, group: string, partition: string | null): boolean {
+    return (this.queues.get(queue)?.get(lineKey(group, partition))?.waiters.length ?? 0) > 0;
+  }
+
+  /**
    * Resolves when this waiter is woken, after `ms`, or when a signal aborts.
    * Each signal gets a listener for this wait only (Node 20 keeps what
    * AbortSignal.any combines for as long as the long-lived signal lives).

@@ -76,10 +76,11 @@ describe('wake hints', () => {
     }
     const seconds = (Date.now() - startedAt) / 1000;
     const empty = pops.empty - before.empty;
-    // What is left: the consumer's own pop after its ack (it finds nothing,
-    // then parks), the head of the line's once-a-second re-check, and a pop
-    // whose query raced a push (it looks again instead of parking).
-    expect(empty).toBeLessThanOrEqual(ROUNDS + Math.ceil(seconds) + 4);
+    // What is left: the head of the line's once-a-second re-check, and a pop
+    // whose query raced a push (it looks again instead of parking). The
+    // consumer's own pop after its ack joins the two parked before it
+    // without a query (it used to find nothing once per round).
+    expect(empty).toBeLessThanOrEqual(Math.ceil(seconds) + 4);
     expect(pops.all - before.all - empty).toBe(ROUNDS);
     // One message on each of three partitions: each consumer takes one and stops.
     stop = true;
@@ -87,6 +88,27 @@ describe('wake hints', () => {
     await Promise.all(consumers);
     expect(answered).toBe(ROUNDS * 5 + 3);
   }, 60000);
+
+  it('a pop joins a line of parked pops without a query, and is fed in its turn', async () => {
+    const q = uniqueName('hints-join');
+    const first = parkedPop(q, 'batch=1');
+    await until(() => b.ctx.notifier.room.waiting(q, '__QUEUE_MODE__', null));
+    const before = pops.all;
+    const second = parkedPop(q, 'batch=1');
+    const otherGroup = parkedPop(q, 'batch=1&consumerGroup=hints-join-other');
+    await until(() => b.ctx.notifier.room.waiting(q, 'hints-join-other', null));
+    // Only the other group's pop asked PostgreSQL: its line was empty.
+    expect(pops.all - before).toBe(1);
+    expect(pops.byGroup.get('hints-join-other')).toBe(1);
+    const pushedAt = Date.now();
+    // One message on each of two partitions: a pop leases the partition it claims.
+    expect((await b.http('POST', '/api/v1/push', { items: ['a', 'b'].map((partition) => ({ queue: q, partition, payload: partition })) })).status).toBe(201);
+    const answers = await Promise.all([first, second, otherGroup]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(new Set(answers.slice(0, 2).map((a) => a.body.messages[0].data))).toEqual(new Set(['a', 'b']));
+    // Fed by the wake chain (the head found more), not by a re-check a second later.
+    for (const a of answers) expect(a.at - pushedAt).toBeLessThan(400);
+  });
 
   it('an ack that releases a partition with more left wakes a pop parked behind the lease at once', async () => {
     const q = uniqueName('hints-ack');
