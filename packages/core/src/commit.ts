@@ -4,6 +4,7 @@ import type { CycleAck, CyclePushItem, CycleResponse, StateOp } from './wire.js'
 import type { RunnerContext } from './runner-context.js';
 import type { EffectsDone } from './sink-output.js';
 import { traceCommit } from './tracing.js';
+import { forgetCarried } from './carried-state.js';
 
 // The one commit path of the runner: every cycle (window, gate, stateless)
 // and every idle flush sends its state ops, pushes and ack through
@@ -45,7 +46,7 @@ export interface Commit {
   /** Window emits or per-message outputs handed to the sink. */
   emits: number;
   /** Runs on success before the counters and the event (shape-specific bookkeeping). */
-  onCommitted?: () => void;
+  onCommitted?: (res: CycleResponse) => void;
 }
 
 /** How a commit ended: applied, lost a compare-and-set race (recompute), or not applied (already reported). */
@@ -73,6 +74,7 @@ function cycleFailure(res: CycleResponse): QueenError {
  * rejects (the caller's phase reports it).
  */
 export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitResult> {
+  forgetCarried(rt, c.partitionId);
   // Traced, the push items carry the commit's push span as their traceparent (tracing.ts).
   const res = await traceCommit(rt, c, (pushItems) =>
     rt.api.cycle({
@@ -86,7 +88,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
     }),
   );
   if (res.success) {
-    c.onCommitted?.();
+    c.onCommitted?.(res);
     const counts = { partitionId: c.partitionId, partition: c.partition, stateOps: c.stateOps.length, pushes: c.pushItems.length, emits: c.emits };
     if (c.ack) {
       rt.metrics.cyclesTotal += 1;

@@ -9,7 +9,8 @@ import { RunnerEmitter } from './events.js';
 import { PartitionLocks } from './partition-lock.js';
 import { StreamsApi } from './state-api.js';
 import { prepareWindowBatch } from './window-batch.js';
-import { readWindowState, type WindowStateRead } from './window-cycle.js';
+import { readWindowState, windowCycle, type WindowStateRead } from './window-cycle.js';
+import { groupByPartition } from './pop-loop.js';
 import { WATERMARK_KEY, windowStateKey } from './keys.js';
 import { minuteWindow } from '../test/minute-window.js';
 
@@ -138,10 +139,10 @@ describe('window cycle state read', () => {
       for (const pid of [small, large]) {
         const prepared = batch(pid);
         const before = reads();
-        const first = await readWindowState(rt, pid, prepared); // nothing learnt yet: whole read
+        const first = await readWindowState(rt, pid, prepared, '1'); // nothing learnt yet: whole read
         expect(reads() - before).toBe(1);
         const mid = reads();
-        const second = await readWindowState(rt, pid, prepared);
+        const second = await readWindowState(rt, pid, prepared, '1');
         // The small partition stays on one read; the large one (400 rows) goes back to the two filtered reads.
         expect(reads() - mid).toBe(pid === small ? 1 : 2);
         expect(comparable(second, prepared.touchedKeys)).toEqual(comparable(first, prepared.touchedKeys));
@@ -157,4 +158,49 @@ describe('window cycle state read', () => {
       }
     });
   }
+});
+
+describe('carried window state', () => {
+  it('S10 processing time: the cycle after this runner\'s own skips its state read; a change by another writer meanwhile is caught by the versions', async () => {
+    const plan = plans['processing time']();
+    const { rt, reads } = await context(plan);
+    (rt as { clock: unknown }).clock = { local: () => Date.now() };
+    const partition = uniqueName('carried');
+    await queen.queue('src').partition(partition).push(Array.from({ length: 10 }, (_, i) => ({ payload: { k: 'a', i } })));
+    /** Pops two messages of the partition and runs one window cycle over them: the outcome and the state reads it made. */
+    const cycle = async () => {
+      const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
+      const [batch] = groupByPartition(pop!);
+      const before = reads();
+      const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
+      return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
+    };
+    const row = async (partitionId: string) => {
+      const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId });
+      expect(rows).toHaveLength(1);
+      return rows[0]!;
+    };
+
+    const first = await cycle();
+    expect(first).toMatchObject({ outcome: 'committed', reads: 1 });
+    expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 0 });
+    const after2 = await row(first.partitionId);
+    expect(after2.value.acc.count).toBe(4);
+
+    // Another writer changes the row (as another runner of the query could):
+    // the next cycle starts from carried rows, conflicts, reads and recomputes.
+    const res = await rt.api.cycle({
+      query_id: rt.queryId, partition_id: first.partitionId, push_items: [], ack: null,
+      state_ops: [{ type: 'upsert', key: after2.key, value: { ...after2.value, acc: { ...after2.value.acc, count: 100 } }, expected_version: after2.version }],
+    });
+    expect(res.success).toBe(true);
+    expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 1 });
+    expect((await row(first.partitionId)).value.acc.count).toBe(102);
+
+    // A batch that does not start where this runner's last ack ended (another
+    // runner took the messages between) is read, not carried.
+    await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g', autoAck: true });
+    expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 1 });
+    expect((await row(first.partitionId)).value.acc.count).toBe(104);
+  });
 });

@@ -7,6 +7,7 @@ import { lateOutputs } from './late-record.js';
 import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBatch } from './window-batch.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { WATERMARK_KEY, windowKeyPrefix } from './keys.js';
+import { carriedRows, carryRows } from './carried-state.js';
 
 // The window cycle, in one place: prepare the batch, read the state it
 // needs, fold (window-batch.ts, pure), hand the emits to the sink, commit.
@@ -27,7 +28,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
   return retryOnConflict(rt, batch.partitionId, async () => {
     let read: WindowStateRead;
     try {
-      read = await readWindowState(rt, batch.partitionId, prepared);
+      read = await readWindowState(rt, batch.partitionId, prepared, batch.messages[0]!.offset);
     } catch (err) {
       rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
       return 'none';
@@ -48,7 +49,8 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       releaseLease: opts.releaseLease,
       messages: batch.messages.length,
       emits: fold.emits.length,
-      onCommitted() {
+      onCommitted(res) {
+        if (read.whole) carryRows(rt, batch.partitionId, last.offset, read.whole, fold.stateOps, new Map(res.state_results.map((r) => [r.key, r.version])));
         rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local() });
         rt.metrics.lateEventsTotal += fold.lateDropped;
         reportDeadEmits(rt, dead);
@@ -62,9 +64,11 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
 export interface WindowStateRead {
   /** The rows of (at least) the touched keys and, in event time, `__wm__`. */
   stored: Map<string, StateRow>;
-  /** Rows of the operator with `value.windowEnd <= clock − grace`, sorted by key. */
+  /** Rows of the operator with `value.windowEnd <= clock − grace`, in the read's order (the server's key order; carried rows, theirs: only the order of the deletes depends on it). */
   ripeRows: StateRow[];
   clock: number | undefined;
+  /** Every row of the partition under the read's prefix, when it was read whole (or carried) in processing time. */
+  whole?: StateRow[];
 }
 
 /**
@@ -99,7 +103,7 @@ function sizesOf(rt: RunnerContext): Map<string, { rows: number; splitCycles: nu
  * its key order. A window query's state holds only its window rows and
  * `__wm__`, so the unfiltered read is bounded by those.
  */
-export async function readWindowState(rt: RunnerContext, partitionId: string, prepared: PreparedWindowBatch): Promise<WindowStateRead> {
+export async function readWindowState(rt: RunnerContext, partitionId: string, prepared: PreparedWindowBatch, firstOffset: string): Promise<WindowStateRead> {
   const { plan } = rt;
   const { options, tag } = plan.window!;
   const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
@@ -107,19 +111,26 @@ export async function readWindowState(rt: RunnerContext, partitionId: string, pr
   const sizes = sizesOf(rt);
   const size = sizes.get(partitionId);
 
-  const whole = !size || size.rows <= Math.max(WHOLE_READ_MAX_ROWS, 2 * keys.length) || size.splitCycles >= WHOLE_READ_RETRY_CYCLES;
+  // Processing time only: there an idle flush (this runner's or another's)
+  // only deletes rows, which the compare-and-set of a later cycle catches;
+  // in event time it may also move the watermark, which a cycle need not write.
+  const carried = options.eventTime ? undefined : carriedRows(rt, partitionId, firstOffset);
+  const whole = carried !== undefined || !size || size.rows <= Math.max(WHOLE_READ_MAX_ROWS, 2 * keys.length) || size.splitCycles >= WHOLE_READ_RETRY_CYCLES;
   if (whole) {
     // Event time needs `__wm__` (outside the window prefix): read the partition unfiltered.
-    const rows = await rt.api.stateGet(
-      options.eventTime ? { query_id: rt.queryId, partition_id: partitionId } : { query_id: rt.queryId, partition_id: partitionId, key_prefix: prefix },
-    );
+    const rows =
+      carried ??
+      (await rt.api.stateGet(
+        options.eventTime ? { query_id: rt.queryId, partition_id: partitionId } : { query_id: rt.queryId, partition_id: partitionId, key_prefix: prefix },
+      ));
     sizes.set(partitionId, { rows: rows.length, splitCycles: 0 });
     const stored = rowsByKey(rows);
     const clock = batchClock(plan, prepared, stored);
-    if (clock === undefined) return { stored, ripeRows: [], clock };
+    const carry = options.eventTime || rows.length > WHOLE_READ_MAX_ROWS ? undefined : rows;
+    if (clock === undefined) return { stored, ripeRows: [], clock, whole: carry };
     const ripeAtOrBefore = clock - options.gracePeriodMs;
     const ripeRows = rows.filter((r) => r.key.startsWith(prefix) && typeof r.value?.windowEnd === 'number' && r.value.windowEnd <= ripeAtOrBefore);
-    return { stored, ripeRows, clock };
+    return { stored, ripeRows, clock, whole: carry };
   }
 
   size!.splitCycles += 1;
