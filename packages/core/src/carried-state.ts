@@ -21,6 +21,13 @@ interface Carried {
 
 const carriedByRunner = new WeakMap<RunnerContext, Map<string, Carried>>();
 
+/**
+ * Partitions whose rows a runner carries at most; past it the one carried
+ * longest ago is dropped (its next cycle reads). A query over ever-new
+ * partitions (one per customer) must not grow the runner without bound.
+ */
+const MAX_CARRIED_PARTITIONS = 1024;
+
 function carriedOf(rt: RunnerContext): Map<string, Carried> {
   let m = carriedByRunner.get(rt);
   if (!m) carriedByRunner.set(rt, (m = new Map()));
@@ -68,5 +75,8 @@ export function carryRows(
   }
   // New rows go last, not in the server's key order: the order only decides
   // the order of a later cycle's deletes, and its emits are sorted anyway.
-  carriedOf(rt).set(partitionId, { rows: [...rows.values()], nextOffset: (BigInt(lastOffset) + 1n).toString() });
+  const carried = carriedOf(rt);
+  carried.delete(partitionId); // re-inserted last: the map's order is the order of carrying
+  carried.set(partitionId, { rows: [...rows.values()], nextOffset: (BigInt(lastOffset) + 1n).toString() });
+  if (carried.size > MAX_CARRIED_PARTITIONS) carried.delete(carried.keys().next().value!);
 }
