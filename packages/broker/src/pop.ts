@@ -197,6 +197,15 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     const room = ctx.notifier.room;
     const partition = params.partition ?? null;
     let parked = false;
+    /** Parks this pop in its line until it is woken or out of time; true when the client went away meanwhile. */
+    const park = async (): Promise<boolean> => {
+      if (!parked) {
+        parked = true;
+        ctx.metrics.longPollWaiting.inc();
+      }
+      await room.park(params.queue, q.consumerGroup, partition, deadline - Date.now(), gone.signal, ctx.shutdown);
+      return gone.signal.aborted;
+    };
     try {
       // Pops of this line parked before it: each found nothing, and every
       // wake since went to the head of the line, so this pop would find
@@ -207,12 +216,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
       // finds, for this pop as for those before it. In the end-to-end bench
       // a consumer's pop after its ack was a query for nothing about once
       // per push.
-      if (q.wait && room.waiting(params.queue, q.consumerGroup, partition)) {
-        parked = true;
-        ctx.metrics.longPollWaiting.inc();
-        await room.park(params.queue, q.consumerGroup, partition, deadline - Date.now(), gone.signal, ctx.shutdown);
-        if (gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
-      }
+      if (q.wait && room.waiting(params.queue, q.consumerGroup, partition) && (await park())) return reply.code(204).send();
       for (;;) {
         const watch = room.watch(params.queue, q.consumerGroup, partition);
         let outcome: PopOutcome;
@@ -237,17 +241,11 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           reply.header('X-Queen-Pop-Paused', 'true');
           return reply.code(204).send();
         }
-        const left = deadline - Date.now();
-        if (!q.wait || left <= 0 || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
+        if (!q.wait || deadline <= Date.now() || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
         // A write that committed after this query began woke no one if no
         // pop was parked then: look again rather than park past it.
         if (room.missedSince(watch)) continue;
-        if (!parked) {
-          parked = true;
-          ctx.metrics.longPollWaiting.inc();
-        }
-        await room.park(params.queue, q.consumerGroup, partition, left, gone.signal, ctx.shutdown);
-        if (gone.signal.aborted) return reply.code(204).send();
+        if (await park()) return reply.code(204).send();
       }
     } finally {
       request.raw.removeListener('close', abandon);

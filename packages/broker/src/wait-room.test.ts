@@ -30,6 +30,19 @@ describe('wait room', () => {
     expect(room.parked).toBe(0);
   });
 
+  it('says whether a line has pops parked, per group and partition filter', async () => {
+    const room = new WaitRoom();
+    expect(room.waiting('q', 'g', null)).toBe(false);
+    parkMany(room, 2, 'q', 'g', null);
+    expect([room.waiting('q', 'g', null), room.waiting('q', 'g', 'p1'), room.waiting('q', 'other', null)]).toEqual([true, false, false]);
+    room.wake('q', ['p1']);
+    await tick();
+    expect(room.waiting('q', 'g', null)).toBe(true);
+    room.wakeNext('q', 'g', null);
+    await tick();
+    expect(room.waiting('q', 'g', null)).toBe(false);
+  });
+
   it('one line per consumer group and per pinned partition; a write wakes only lines it can feed', async () => {
     const room = new WaitRoom();
     const a = parkMany(room, 3, 'q', 'ga');

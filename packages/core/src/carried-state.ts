@@ -1,4 +1,4 @@
-import type { RunnerContext } from './runner-context.js';
+import { perRunner, type RunnerContext } from './runner-context.js';
 import type { StateOp, StateRow } from './wire.js';
 
 // A window partition's state rows as this runner's own last cycle left them,
@@ -28,15 +28,9 @@ const carriedByRunner = new WeakMap<RunnerContext, Map<string, Carried>>();
  */
 const MAX_CARRIED_PARTITIONS = 1024;
 
-function carriedOf(rt: RunnerContext): Map<string, Carried> {
-  let m = carriedByRunner.get(rt);
-  if (!m) carriedByRunner.set(rt, (m = new Map()));
-  return m;
-}
-
 /** The rows carried for a batch of `partitionId` starting at `firstOffset`, or undefined (read them). */
 export function carriedRows(rt: RunnerContext, partitionId: string, firstOffset: string): StateRow[] | undefined {
-  const c = carriedOf(rt).get(partitionId);
+  const c = carriedByRunner.get(rt)?.get(partitionId);
   return c && c.nextOffset === firstOffset ? c.rows : undefined;
 }
 
@@ -51,8 +45,9 @@ export function forgetCarried(rt: RunnerContext, partitionId: string): void {
 /**
  * After a committed cycle: the rows it read with its state ops applied, at
  * the versions the server answered (`versions`, by key). Values go through
- * JSON as the server stores them (jsonb), so a carried row reads exactly
- * like a fetched one. Not carried when a version is missing.
+ * JSON as the server stores them (jsonb), so a carried row's value reads
+ * exactly like a fetched one's (no `updated_at`: nothing reads it). Not
+ * carried when a version is missing.
  */
 export function carryRows(
   rt: RunnerContext,
@@ -63,7 +58,6 @@ export function carryRows(
   versions: ReadonlyMap<string, number | null>,
 ): void {
   const rows = new Map(read.map((r) => [r.key, r]));
-  const now = new Date().toISOString();
   for (const op of ops) {
     if (op.type === 'delete') {
       rows.delete(op.key);
@@ -71,11 +65,11 @@ export function carryRows(
     }
     const version = versions.get(op.key);
     if (typeof version !== 'number') return;
-    rows.set(op.key, { key: op.key, value: JSON.parse(JSON.stringify(op.value ?? null)), version, updated_at: now });
+    rows.set(op.key, { key: op.key, value: JSON.parse(JSON.stringify(op.value ?? null)), version });
   }
   // New rows go last, not in the server's key order: the order only decides
   // the order of a later cycle's deletes, and its emits are sorted anyway.
-  const carried = carriedOf(rt);
+  const carried = perRunner(carriedByRunner, rt);
   carried.delete(partitionId); // re-inserted last: the map's order is the order of carrying
   carried.set(partitionId, { rows: [...rows.values()], nextOffset: (BigInt(lastOffset) + 1n).toString() });
   if (carried.size > MAX_CARRIED_PARTITIONS) carried.delete(carried.keys().next().value!);

@@ -81,3 +81,13 @@ export interface RunnerContext {
   report(err: unknown, info: ErrorInfo): void;
   isStopped(): boolean;
 }
+
+/**
+ * A runner's own map in `store` (partition id → what one module keeps about
+ * it), made on first use; it goes when the runner's context does.
+ */
+export function perRunner<V>(store: WeakMap<RunnerContext, Map<string, V>>, rt: RunnerContext): Map<string, V> {
+  let m = store.get(rt);
+  if (!m) store.set(rt, (m = new Map()));
+  return m;
+}

@@ -1,7 +1,7 @@
 import { context, trace, type Span } from '@opentelemetry/api';
 import { consumerParent, endSpan, startMessagingSpan, traceIdAsUuid, traceparentOf, tracingEnabled } from '@queen-mq/client';
 import type { Commit, PartitionBatch } from './commit.js';
-import type { RunnerContext } from './runner-context.js';
+import { perRunner, type RunnerContext } from './runner-context.js';
 import type { CyclePushItem, CycleResponse } from './wire.js';
 
 // OpenTelemetry spans of the runner (README "Tracing"), after the messaging
@@ -41,8 +41,7 @@ export async function traceCycle(rt: RunnerContext, batch: PartitionBatch, run: 
     parent,
     links,
   });
-  let open = openCycles.get(rt);
-  if (!open) openCycles.set(rt, (open = new Map()));
+  const open = perRunner(openCycles, rt);
   open.set(batch.partitionId, span);
   try {
     await run();

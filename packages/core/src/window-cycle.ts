@@ -1,4 +1,4 @@
-import type { RunnerContext } from './runner-context.js';
+import { perRunner, type RunnerContext } from './runner-context.js';
 import type { StateRow } from './wire.js';
 import { rowsByKey } from './state-api.js';
 import { sinkPushItems } from './sink-output.js';
@@ -84,11 +84,6 @@ const WHOLE_READ_RETRY_CYCLES = 64;
 /** Per runner, per partition: rows of the last whole read, and split cycles since. */
 const partitionSizes = new WeakMap<RunnerContext, Map<string, { rows: number; splitCycles: number }>>();
 
-function sizesOf(rt: RunnerContext): Map<string, { rows: number; splitCycles: number }> {
-  let m = partitionSizes.get(rt);
-  if (!m) partitionSizes.set(rt, (m = new Map()));
-  return m;
-}
 
 /**
  * Reads the state of one window cycle. The fold needs two sets: the rows of
@@ -108,7 +103,7 @@ export async function readWindowState(rt: RunnerContext, partitionId: string, pr
   const { options, tag } = plan.window!;
   const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
   const prefix = windowKeyPrefix(tag);
-  const sizes = sizesOf(rt);
+  const sizes = perRunner(partitionSizes, rt);
   const size = sizes.get(partitionId);
 
   // Processing time only: there an idle flush (this runner's or another's)
