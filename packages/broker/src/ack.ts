@@ -49,19 +49,91 @@ const ACK_SQL: NamedStatement = {
 };
 
 /**
- * Applies acks in one transaction via queen.log_ack_v1: items grouped by
- * (partition, group) in ascending offset order, one item's failure never
- * undoing another's; results in input order.
+ * The ack of one pop's run (migration 018): its offsets and transaction ids
+ * as arrays, no jsonb. The claimable check as in ACK_SQL, only once the run
+ * was applied.
+ */
+const ACK_RUN_SQL: NamedStatement = {
+  name: 'queen_ack_run',
+  text: `with a as materialized (select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[]))
+         select a.ok, a.released, a.queue_name, a.partition_name,
+                case when a.ok and $6::boolean then queen.log_claimable_of_v1(array[$2::uuid], $1) else array[$2::uuid] end as claimable from a`,
+};
+
+/** An offset as PostgreSQL prints a bigint: the answer repeats the item's own. */
+const CANONICAL_OFFSET = /^(0|[1-9][0-9]*)$/;
+
+/** One pop's run, as queen.log_ack_run_v1 takes it. */
+interface AckRun {
+  partitionId: string;
+  leaseId: string | null;
+  offsets: string[];
+  txids: string[];
+}
+
+/** What queen.log_ack_run_v1 answers (`released`: the offset whose move ended the lease). */
+export interface AckRunRow {
+  ok: boolean;
+  released: string | null;
+  queue_name: string;
+  partition_name: string;
+}
+
+/**
+ * The items of the ack a consumer sends after a pop, as log_ack_run_v1
+ * takes them: one partition, one lease (or none), every item completed and
+ * carrying the offset the pop answered. Null for any other ack.
+ */
+export function runOf(items: AckItem[]): AckRun | null {
+  const { partitionId, leaseId } = items[0]!;
+  const offsets: string[] = [];
+  const txids: string[] = [];
+  for (const i of items) {
+    if (i.partitionId !== partitionId || i.leaseId !== leaseId || (i.status !== 'completed' && i.status !== 'success')) return null;
+    if (i.offset === undefined || !CANONICAL_OFFSET.test(i.offset)) return null;
+    offsets.push(i.offset);
+    txids.push(i.transactionId);
+  }
+  return { partitionId, leaseId: leaseId ?? null, offsets, txids };
+}
+
+/** An applied run's answer in log_ack_v1's compact form (every item succeeded). */
+export function runAnswerOf(run: AckRun, row: AckRunRow): AckAnswer {
+  return { offsets: run.offsets, released: run.offsets.map((o) => o === row.released), names: { [run.partitionId]: [row.queue_name, row.partition_name] } };
+}
+
+/**
+ * A pop's run acked by log_ack_run_v1; null when the function found
+ * something for log_ack_v1 to answer item by item (it then changed nothing).
+ */
+async function ackRun(ctx: BrokerContext, group: string, items: AckItem[], askClaimable: boolean): Promise<{ answer: AckAnswer; claimable: string[] } | null> {
+  const run = runOf(items);
+  if (!run) return null;
+  const { rows } = await ctx.db.query<AckRunRow & { claimable: string[] }>(ACK_RUN_SQL, [group, run.partitionId, run.leaseId, run.offsets, run.txids, askClaimable]);
+  const row = rows[0]!;
+  return row.ok ? { answer: runAnswerOf(run, row), claimable: row.claimable } : null;
+}
+
+/**
+ * Applies acks in one transaction: a pop's run through
+ * queen.log_ack_run_v1, anything else (or a run it declines) through
+ * queen.log_ack_v1: items grouped by (partition, group) in ascending offset
+ * order, one item's failure never undoing another's; results in input order.
  */
 async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
-  const payload = items.map((item, idx) => ({ idx, ...item }));
   const partitionIds = [...new Set(items.map((i) => i.partitionId))];
   const room = ctx.notifier.room;
   const stamp = room.stamp();
   // Asked only while some pop is parked on this broker: without one, no
   // wake-up can be saved, and PostgreSQL's time can.
-  const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(ACK_SQL, [group, JSON.stringify(payload), partitionIds, room.parked > 0]);
-  const results = ackResultsOf(items, rows[0]!.r);
+  const askClaimable = room.parked > 0;
+  let acked = await ackRun(ctx, group, items, askClaimable);
+  if (!acked) {
+    const payload = items.map((item, idx) => ({ idx, ...item }));
+    const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(ACK_SQL, [group, JSON.stringify(payload), partitionIds, askClaimable]);
+    acked = { answer: rows[0]!.r, claimable: rows[0]!.claimable };
+  }
+  const results = ackResultsOf(items, acked.answer);
   countAcks(ctx, items, results);
   // A released lease can make its partition poppable again for this group:
   // wake this broker's waiters of the group for it when PostgreSQL says a
@@ -69,7 +141,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   // ran (its waiter may have found the partition still leased). Not
   // published to other brokers (a NOTIFY per ack batch is PostgreSQL work
   // on the hot path); their parked pops re-check within a second.
-  const claimable = new Set(rows[0]!.claimable);
+  const claimable = new Set(acked.claimable);
   const woken = new Set<string>();
   results.forEach((r, i) => {
     if (!r.leaseReleased || !r.queueName || !r.partitionName) return;

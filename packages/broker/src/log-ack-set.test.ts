@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { ackResultsOf } from './ack.js';
+import { ackResultsOf, runAnswerOf, runOf, type AckRunRow } from './ack.js';
 
 // queen.log_ack_v1 answers the common request (every item completed, inside
 // its lease) with one cursor move per partition, and hands everything else to
 // the item-by-item walk (queen.log_ack_items_v1). Both must agree to the
 // letter: here random requests run through each, from the same state, in
 // transactions rolled back, and the answers (the compact one expanded as the
-// broker does) and cursor rows are compared.
+// broker does) and cursor rows are compared. The ack of one pop's run
+// (queen.log_ack_run_v1, migration 018) must agree with them too when it
+// applies a request, and change nothing when it declines one.
 
 let b: TestBroker;
 beforeAll(async () => {
@@ -32,12 +34,31 @@ async function run(fn: string, group: string, items: { transactionId: string; pa
     // in the xact view too (stats flush at most once a second): take a delta.
     const before = await c.query(walks);
     const r = await c.query(`select queen.${fn}($1, $2::jsonb) as r`, [group, JSON.stringify(items)]);
-    const cursors = await c.query(
-      `select partition_id, cursor_offset, lease_id, lease_last_offset, lease_expires_at is null as no_expiry
-         from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
+    const cursors = await cursorRows(c, group);
     const after = await c.query(walks);
     await c.query('rollback');
     return { answer: ackResultsOf(items, r.rows[0].r), cursors: cursors.rows, walked: after.rows[0].n > before.rows[0].n };
+  } finally {
+    c.release();
+  }
+}
+
+const cursorRows = (c: { query: typeof b.sql.query }, group: string) =>
+  c.query(`select partition_id, cursor_offset, lease_id, lease_last_offset, lease_expires_at is null as no_expiry
+             from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
+
+/** The run ack of `items` as the broker sends it, rolled back: its answer expanded, the cursors after it; null when the broker would not send it. */
+async function runAck(group: string, items: any[]) {
+  const run = runOf(items);
+  if (!run) return null;
+  const c = await b.sql.connect();
+  try {
+    await c.query('begin');
+    const r = await c.query<AckRunRow>('select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[])', [group, run.partitionId, run.leaseId, run.offsets, run.txids]);
+    const cursors = await cursorRows(c, group);
+    await c.query('rollback');
+    const row = r.rows[0]!;
+    return { ok: row.ok, answer: row.ok ? ackResultsOf(items, runAnswerOf(run, row)) : null, cursors: cursors.rows };
   } finally {
     c.release();
   }
@@ -66,6 +87,9 @@ describe('ack: one cursor move per partition', () => {
     let walked = 0;
     let fastByOffset = 0;
     let onePops = 0;
+    let runApplied = 0;
+    let runDeclined = 0;
+    const untouched = (await cursorRows(b.sql, '__QUEUE_MODE__')).rows;
     for (let round = 0; round < 90; round++) {
       const n = 1 + Math.floor(random() * 14);
       // Half the requests are what consumers send (distinct messages inside
@@ -107,6 +131,15 @@ describe('ack: one cursor move per partition', () => {
       const walk = await run('log_ack_items_v1', '__QUEUE_MODE__', items);
       expect(set.answer, JSON.stringify(items)).toEqual(walk.answer);
       expect(set.cursors, JSON.stringify(items)).toEqual(walk.cursors);
+      const ran = await runAck('__QUEUE_MODE__', items);
+      if (ran?.ok) {
+        runApplied++;
+        expect(ran.answer, JSON.stringify(items)).toEqual(walk.answer);
+        expect(ran.cursors, JSON.stringify(items)).toEqual(walk.cursors);
+      } else if (ran) {
+        runDeclined++;
+        expect(ran.cursors, JSON.stringify(items)).toEqual(untouched);
+      }
       if (set.walked) walked++;
       else {
         fast++;
@@ -118,6 +151,37 @@ describe('ack: one cursor move per partition', () => {
     expect(fastByOffset).toBeGreaterThan(3);
     expect(onePops).toBeGreaterThan(8);
     expect(walked).toBeGreaterThan(5);
+    expect(runApplied).toBeGreaterThan(3);
+    expect(runDeclined).toBeGreaterThan(3);
+  });
+
+  it("a pop's ack as our client sends it is one statement of log_ack_run_v1; its repeat is answered by log_ack_v1", async () => {
+    const q = uniqueName('ackset-run');
+    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 10 }, (_, i) => ({ queue: q, partition: 'p', payload: i })) });
+    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=10`)).body.messages as any[];
+    const ack = { acknowledgments: msgs.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset })) };
+    const statements: string[] = [];
+    const query = b.ctx.db.query;
+    b.ctx.db.query = (async (text: any, values?: unknown[]) => {
+      if (typeof text === 'object') statements.push(text.name);
+      return query.call(b.ctx.db, text, values);
+    }) as typeof query;
+    try {
+      const first = await b.http('POST', '/api/v1/ack/batch', ack);
+      expect(statements).toEqual(['queen_ack_run']);
+      expect(first.body).toEqual(msgs.map((m, index) => ({
+        index, transactionId: m.transactionId, success: true, error: null, code: null, queueName: q, partitionName: 'p',
+        leaseReleased: index === 9, dlq: false, offset: m.offset, alreadyAcked: false,
+      })));
+      statements.length = 0;
+      const again = await b.http('POST', '/api/v1/ack/batch', ack);
+      expect(statements).toEqual(['queen_ack_run', 'queen_ack']);
+      expect(again.body.map((r: any) => [r.success, r.alreadyAcked])).toEqual(msgs.map(() => [true, true]));
+    } finally {
+      b.ctx.db.query = query;
+    }
+    const cur = await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q]);
+    expect(cur.rows).toEqual([{ c: 10, lease_id: null }]);
   });
 
   it('an item offset that is not up to 18 digits is a 400 that changes nothing; one naming another message is ignored', async () => {
