@@ -17,6 +17,8 @@ export async function startHttpFloor(name, databaseUrl, { connections, partition
   };
   return {
     pid: server.pid,
+    /** The server's origin: its /api/v1 routes speak Queen's wire (the wire floor, driven through @queen-mq/client). */
+    url: server.url,
     setup: (queue) => call('/setup', { queue }),
     push: (queue, partition, items) => call('/push', { queue, partition, items }),
     /** One claim and its release; 0 when nothing was pending (the caller decides how long to wait). */

@@ -16,6 +16,27 @@ export async function createPlainSchema(sql) {
                                  primary key (partition_id, msg_offset));`);
 }
 
+/**
+ * One producer transaction: the partition's head moved by the batch, the rows
+ * inserted after it. `payloads` are JSON texts. With `returning`, answers the
+ * stored rows' offsets and ids (what a Queen push answers per item).
+ */
+async function append(sql, partitionId, payloads, returning = false) {
+  const client = await sql.connect();
+  try {
+    await client.query('begin');
+    const { rows } = await client.query('update plain.partitions set head = head + $2 where id = $1 returning head', [partitionId, payloads.length]);
+    const inserted = await client.query(
+      `insert into plain.messages (partition_id, msg_offset, id, payload)
+       select $1, $2::bigint - $3::bigint + ord, gen_random_uuid(), p from unnest($4::jsonb[]) with ordinality as u(p, ord)${returning ? ' returning msg_offset, id' : ''}`,
+      [partitionId, rows[0].head, payloads.length, payloads]);
+    await client.query('commit');
+    return inserted.rows;
+  } finally {
+    client.release();
+  }
+}
+
 /** The queue on a pg.Pool; partition ids per queue are kept in memory. */
 export function plainQueue(sql, { partitions, batch }) {
   const ids = new Map();
@@ -27,18 +48,7 @@ export function plainQueue(sql, { partitions, batch }) {
       ids.set(queue, rows.map((r) => r.partition_id));
     },
     async push(queue, partition, items) {
-      const client = await sql.connect();
-      try {
-        await client.query('begin');
-        const { rows } = await client.query('update plain.partitions set head = head + $2 where id = $1 returning head', [ids.get(queue)[partition], items.length]);
-        await client.query(
-          `insert into plain.messages (partition_id, msg_offset, id, payload)
-           select $1, $2::bigint - $3::bigint + ord, gen_random_uuid(), p from unnest($4::jsonb[]) with ordinality as u(p, ord)`,
-          [ids.get(queue)[partition], rows[0].head, items.length, items.map((i) => JSON.stringify(i))]);
-        await client.query('commit');
-      } finally {
-        client.release();
-      }
+      await append(sql, ids.get(queue)[partition], items.map((i) => JSON.stringify(i)));
     },
     /** Transaction (1): the claim; null when no partition has pending rows. */
     async claim(queue) {
@@ -57,6 +67,57 @@ export function plainQueue(sql, { partitions, batch }) {
     async release(claim) {
       await sql.query('update plain.cursors set cursor = $2, lease_id = null, lease_expires = null, lease_last = null where partition_id = $1 and lease_id = $3',
         [claim.partition_id, claim.lease_last, claim.lease_id]);
+    },
+  };
+}
+
+/**
+ * The same queue reached by names, as Queen's wire names things (the wire
+ * floor of _http-floor.mjs): partitions created on first push, a claim that
+ * answers one row per message with what a popped message carries, a release
+ * per partition of an ack.
+ */
+export function plainWireQueue(sql, { batch }) {
+  const byName = new Map();
+  const names = new Map();
+  return {
+    /** The partition's id, created (with its cursor) on first use. */
+    async partitionId(queue, name) {
+      const key = `${queue}\u0000${name}`;
+      let id = byName.get(key);
+      if (id) return id;
+      const { rows } = await sql.query(
+        `with p as (insert into plain.partitions (queue, name) values ($1, $2) on conflict (queue, name) do update set name = excluded.name returning id),
+              c as (insert into plain.cursors (partition_id) select id from p on conflict do nothing)
+         select id from p`, [queue, name]);
+      id = rows[0].id;
+      byName.set(key, id);
+      names.set(id, { queue, name });
+      return id;
+    },
+    names: (id) => names.get(id),
+    append: (partitionId, payloads) => append(sql, partitionId, payloads, true),
+    /** Claims a partition of `queue` with pending rows: its lease and up to `batch` rows, one per message ([] when none). */
+    async claim(queue) {
+      const { rows } = await sql.query(
+        `with c as (
+           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
+            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
+            order by c.partition_id for update of c skip locked limit 1),
+         m as (select m.partition_id, m.msg_offset, m.id, m.payload, m.created_at from plain.messages m, c
+                where m.partition_id = c.partition_id and m.msg_offset > c.cursor order by m.msg_offset limit $2),
+         l as (update plain.cursors u set lease_id = gen_random_uuid(), lease_expires = now() + interval '60 s', lease_last = (select max(msg_offset) from m)
+                 from c where u.partition_id = c.partition_id returning u.lease_id)
+         select m.partition_id, m.msg_offset, m.id, m.payload::text as payload, m.created_at::text as created_at, l.lease_id
+           from m, l order by m.msg_offset`, [queue, batch]);
+      return rows;
+    },
+    /** Each partition's cursor moved to its last acked offset and its lease cleared, when the lease is still the one given. */
+    async release(partitionIds, lastOffsets, leaseIds) {
+      await sql.query(
+        `update plain.cursors c set cursor = v.last, lease_id = null, lease_expires = null, lease_last = null
+           from unnest($1::bigint[], $2::bigint[], $3::uuid[]) as v(pid, last, lease)
+          where c.partition_id = v.pid and c.lease_id = v.lease`, [partitionIds, lastOffsets, leaseIds]);
     },
   };
 }

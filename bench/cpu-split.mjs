@@ -1,6 +1,7 @@
 // Where the CPU goes, per message and per process: our broker against the
 // "http floor" (the plain-SQL queue behind a bare node:http server,
-// _http-floor.mjs), both over HTTP with the same shape (batch 100, 8
+// _http-floor.mjs) and the "wire floor" (the same SQL answering in Queen's
+// wire, driven through @queen-mq/client), all over HTTP with the same shape (batch 100, 8
 // partitions; drain: 40k pushed first, 4 consumers pop + ack; e2e: 1 producer
 // and 4 consumers for BENCH_SECONDS). CPU from /proc: PostgreSQL (postmaster
 // and every backend), the server process, and this load generator. Rounds
@@ -32,18 +33,23 @@ const queen = new Queen({ url: broker.url });
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
 const batch = () => Array.from({ length: BATCH }, (_, j) => payload(j));
 
-const paths = {
-  broker: {
-    pid: broker.pid,
-    setup: async () => {},
-    push: (q, p) => queen.queue(q).partition(`p${p}`).push(batch().map((x) => ({ payload: x }))),
-    async consume(q) {
-      const r = await queen.queue(q).pop({ batch: BATCH, wait: true, timeout: 100 });
-      if (!r?.messages.length) return 0;
-      await queen.ack(r.messages);
-      return r.messages.length;
-    },
+const wire = new Queen({ url: floor.url });
+/** A server driven through @queen-mq/client: the broker, or the wire floor (the floor's /api/v1 routes). */
+const queenPath = (pid, client) => ({
+  pid,
+  setup: async () => {},
+  push: (q, p) => client.queue(q).partition(`p${p}`).push(batch().map((x) => ({ payload: x }))),
+  async consume(q) {
+    const r = await client.queue(q).pop({ batch: BATCH, wait: true, timeout: 100 });
+    if (!r?.messages.length) return 0;
+    await client.ack(r.messages);
+    return r.messages.length;
   },
+});
+
+const paths = {
+  broker: queenPath(broker.pid, queen),
+  'wire floor': queenPath(floor.pid, wire),
   'http floor': {
     pid: floor.pid,
     setup: (q) => floor.setup(q),
@@ -101,7 +107,8 @@ async function endToEnd(path, queue) {
 const runs = {};
 let seq = 0;
 for (let round = 0; round < ROUNDS; round++) {
-  for (const name of round % 2 ? ['http floor', 'broker'] : ['broker', 'http floor']) {
+  const order = ['broker', 'wire floor', 'http floor'];
+  for (const name of round % 2 ? order.reverse() : order) {
     for (const [workload, run] of [['drain', drain], ['e2e', endToEnd]]) {
       const queue = `split_${workload}_${seq++}`;
       await paths[name].setup(queue);
@@ -126,13 +133,17 @@ console.log(table(['workload', 'path', 'msg/s', 'postgres µs', 'server µs', 'c
 const file = await writeResults(NAME, {
   ...resultsHead(NAME, db, loadAtStart),
   settings: { rounds: ROUNDS, seconds: SECONDS, drain: DRAIN, partitions: PARTITIONS, batch: BATCH, consumers: CONSUMERS },
-  notes: ['CPU per message moved, by process, from /proc: postgres = postmaster with its reaped children plus every live backend; server = the broker or the http floor process; client = this load generator. cores busy = msg/s × total CPU per message.'],
+  notes: [
+    'CPU per message moved, by process, from /proc: postgres = postmaster with its reaped children plus every live backend; server = the broker or the floor process; client = this load generator. cores busy = msg/s × total CPU per message.',
+    "wire floor: the floor process's /api/v1 routes (bench/_http-floor.mjs), the same plain SQL answering in Queen's wire, driven through @queen-mq/client as the broker is.",
+  ],
   rows,
   runs,
 });
 progress(NAME, `wrote ${file}`);
 
 await queen.close();
+await wire.close();
 await broker.stop();
 await floor.stop();
 await admin.end();

@@ -2,8 +2,10 @@
 // @queen-mq/client), pg-boss 10.4.2 (in this process, the peer a user would
 // pick instead) and a plain-SQL ceiling written without any of our SQL
 // functions, plus that same SQL behind a bare HTTP server (the "http floor":
-// what any broker reached over HTTP pays before doing anything of its own).
-// Rounds alternate between the four so drift on a shared machine hits them
+// what any broker reached over HTTP pays before doing anything of its own) and
+// spoken in Queen's wire through @queen-mq/client (the "wire floor": what any
+// Queen-compatible broker pays before its own semantics; _http-floor.mjs).
+// Rounds alternate between the five so drift on a shared machine hits them
 // alike. Writes bench/results/peers.json and prints ratios.
 //
 // Workloads (8 partitions, batch 100 unless said):
@@ -75,9 +77,11 @@ function plainPath() {
 const floor = await startHttpFloor(`${NAME} http floor`, db.url, { connections: CONNECTIONS + PRODUCERS_PUSH_ONLY, partitions: PARTITIONS, batch: BATCH });
 
 // ---------------------------------------------------------------------------
-// Our broker, as a user drives it: the client, long-poll pops, batch acks.
-function brokerPath() {
-  const queen = new Queen({ url: broker.url });
+// Our broker, as a user drives it: the client, long-poll pops, batch acks. The
+// wire floor (the same server's /api/v1 routes: the plain SQL spoken in
+// Queen's wire) is driven the same way.
+function queenPath(url) {
+  const queen = new Queen({ url });
   return {
     queen,
     async setup() {},
@@ -90,7 +94,7 @@ function brokerPath() {
       await queen.ack(res.messages);
       return res.messages.length;
     },
-    idleWait: 0,
+    longPolls: true,
   };
 }
 
@@ -118,7 +122,7 @@ function pgBossPath() {
   };
 }
 
-const paths = { broker: brokerPath(), 'pg-boss': pgBossPath(), plain: plainPath(), 'http floor': floor };
+const paths = { broker: queenPath(broker.url), 'pg-boss': pgBossPath(), plain: plainPath(), 'http floor': floor, 'wire floor': queenPath(floor.url) };
 let queueSeq = 0;
 const newQueue = async (path, workload) => {
   const q = `bench_${workload}_${path.replace(/\W/g, '')}_${queueSeq++}`;
@@ -131,7 +135,7 @@ async function consumer(path, queue, until, onMoved) {
   while (!until()) {
     const n = await paths[path].consume(queue);
     if (n) onMoved(n);
-    else if (path !== 'broker') await sleep(5);
+    else if (!paths[path].longPolls) await sleep(5);
   }
 }
 
@@ -207,6 +211,7 @@ async function compare(workload, label, run) {
   rows.push({ workload: label, ...Object.fromEntries(Object.entries(out).map(([p, v]) => [p, v.msgPerSec])),
     'broker/plain': ratio(out.broker.msgPerSec, out.plain.msgPerSec), 'broker/pg-boss': ratio(out.broker.msgPerSec, out['pg-boss'].msgPerSec),
     'floor/plain': ratio(out['http floor'].msgPerSec, out.plain.msgPerSec), 'broker/floor': ratio(out.broker.msgPerSec, out['http floor'].msgPerSec),
+    'wire floor/plain': ratio(out['wire floor'].msgPerSec, out.plain.msgPerSec), 'broker/wire floor': ratio(out.broker.msgPerSec, out['wire floor'].msgPerSec),
     'broker/plain all rounds': ratio(out.broker.allRoundsMsgPerSec, out.plain.allRoundsMsgPerSec), detail: out });
 }
 const ratio = (a, b) => (b ? Math.round((a / b) * 100) / 100 : null);
@@ -284,6 +289,7 @@ if (byName.e2e) {
 }
 if (byName.drain) check('drain broker / plain SQL', byName.drain['broker/plain'], TARGETS.drainVsPlain);
 for (const r of rows) summary.push({ measure: `${r.workload}: http floor / plain SQL (what the hop leaves)`, value: r['floor/plain'], target: '', met: '' });
+for (const r of rows) summary.push({ measure: `${r.workload}: wire floor / plain SQL (what the hop, Queen's wire and the client leave)`, value: r['wire floor/plain'], target: '', met: '' });
 if (byName['push b100']) check('push b100 broker / plain SQL', byName['push b100']['broker/plain'], TARGETS.push100VsPlain);
 if (byName['push b1']) check('push b1 broker / plain SQL', byName['push b1']['broker/plain'], TARGETS.push1VsPlain);
 if (parked) {
@@ -294,7 +300,7 @@ if (parked) {
 summary.push({ measure: 'broker RSS peak (MB)', value: mb(memory.peakBytes), target: '≤ 150', met: memory.peakBytes <= 150 * 1048576 ? 'yes' : 'no' });
 summary.push({ measure: 'dead tuples in queen.messages', value: deadTuples?.dead ?? null, target: '0', met: (deadTuples?.dead ?? 0) === 0 ? 'yes' : 'no' });
 
-console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'http floor', 'broker/plain', 'broker/pg-boss', 'floor/plain', 'broker/floor', 'broker/plain all rounds'], rows));
+console.log(table(['workload', 'broker', 'pg-boss', 'plain', 'http floor', 'wire floor', 'broker/plain', 'broker/pg-boss', 'floor/plain', 'wire floor/plain', 'broker/wire floor', 'broker/plain all rounds'], rows));
 console.log();
 console.log(table(['measure', 'value', 'target', 'met'], summary));
 
@@ -305,6 +311,7 @@ const file = await writeResults(NAME, {
     'plain: no function of ours; producer BEGIN; UPDATE partitions SET head = head + n RETURNING head; INSERT n rows (unnest); COMMIT. Consumer: one statement claiming a partition with pending rows FOR UPDATE SKIP LOCKED, setting its lease and reading up to 100 rows after the cursor; a second advancing the cursor and clearing the lease.',
     'broker: apps/broker/dist/main.js in a child process, driven through @queen-mq/client (long-poll pops with a 200 ms wait, batch acks).',
     'http floor: the plain SQL behind a bare node:http server in a child process (bench/_http-floor.mjs), one request per push, pop and ack, no validation; floor/plain is what the HTTP hop alone leaves of the ceiling.',
+    "wire floor: the same server's /api/v1 routes, the same plain SQL answering in Queen's wire format (every field our broker's push, pop and ack answers carry), driven through @queen-mq/client exactly as the broker is; wire floor/plain is what the hop, the wire and the client leave before any semantics of ours.",
     'pg-boss 10.4.2 in this process: insert(100 jobs), fetch({batchSize: 100}) + complete(ids); an empty fetch or plain claim waits 5 ms.',
     'Rates and ratios: each path\'s best round of its alternated rounds (noise only slows a round); "broker/plain all rounds" divides what each moved over all its rounds by the seconds they took.',
   ],
@@ -317,6 +324,7 @@ const file = await writeResults(NAME, {
 progress(NAME, `wrote ${file}`);
 
 await paths.broker.queen.close();
+await paths['wire floor'].queen.close();
 await floor.stop();
 await boss.stop({ graceful: false, close: true }).catch(() => undefined);
 await sql.end();
