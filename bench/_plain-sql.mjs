@@ -16,6 +16,12 @@ export async function createPlainSchema(sql) {
                                  primary key (partition_id, msg_offset));`);
 }
 
+/** The claim's first step: one partition of queue $1 with pending rows and no live lease, locked. */
+const CLAIM = `with c as (
+           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
+            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
+            order by c.partition_id for update of c skip locked limit 1),`;
+
 /**
  * One producer transaction: the partition's head moved by the batch, the rows
  * inserted after it. `payloads` are JSON texts. With `returning`, answers the
@@ -53,10 +59,7 @@ export function plainQueue(sql, { partitions, batch }) {
     /** Transaction (1): the claim; null when no partition has pending rows. */
     async claim(queue) {
       const { rows } = await sql.query(
-        `with c as (
-           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
-            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
-            order by c.partition_id for update of c skip locked limit 1),
+        `${CLAIM}
          m as (select m.msg_offset, m.id, m.payload from plain.messages m, c where m.partition_id = c.partition_id and m.msg_offset > c.cursor order by m.msg_offset limit $2),
          l as (update plain.cursors u set lease_id = gen_random_uuid(), lease_expires = now() + interval '60 s', lease_last = (select max(msg_offset) from m)
                  from c where u.partition_id = c.partition_id returning u.partition_id, u.lease_id, u.lease_last)
@@ -100,10 +103,7 @@ export function plainWireQueue(sql, { batch }) {
     /** Claims a partition of `queue` with pending rows: its lease and up to `batch` rows, one per message ([] when none). */
     async claim(queue) {
       const { rows } = await sql.query(
-        `with c as (
-           select c.partition_id, c.cursor from plain.cursors c join plain.partitions p on p.id = c.partition_id
-            where p.queue = $1 and p.head > c.cursor and (c.lease_id is null or c.lease_expires < now())
-            order by c.partition_id for update of c skip locked limit 1),
+        `${CLAIM}
          m as (select m.partition_id, m.msg_offset, m.id, m.payload, m.created_at from plain.messages m, c
                 where m.partition_id = c.partition_id and m.msg_offset > c.cursor order by m.msg_offset limit $2),
          l as (update plain.cursors u set lease_id = gen_random_uuid(), lease_expires = now() + interval '60 s', lease_last = (select max(msg_offset) from m)

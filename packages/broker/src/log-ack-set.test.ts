@@ -155,35 +155,6 @@ describe('ack: one cursor move per partition', () => {
     expect(runDeclined).toBeGreaterThan(3);
   });
 
-  it("a pop's ack as our client sends it is one statement of log_ack_run_v1; its repeat is answered by log_ack_v1", async () => {
-    const q = uniqueName('ackset-run');
-    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 10 }, (_, i) => ({ queue: q, partition: 'p', payload: i })) });
-    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=10`)).body.messages as any[];
-    const ack = { acknowledgments: msgs.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset })) };
-    const statements: string[] = [];
-    const query = b.ctx.db.query;
-    b.ctx.db.query = (async (text: any, values?: unknown[]) => {
-      if (typeof text === 'object') statements.push(text.name);
-      return query.call(b.ctx.db, text, values);
-    }) as typeof query;
-    try {
-      const first = await b.http('POST', '/api/v1/ack/batch', ack);
-      expect(statements).toEqual(['queen_ack_run']);
-      expect(first.body).toEqual(msgs.map((m, index) => ({
-        index, transactionId: m.transactionId, success: true, error: null, code: null, queueName: q, partitionName: 'p',
-        leaseReleased: index === 9, dlq: false, offset: m.offset, alreadyAcked: false,
-      })));
-      statements.length = 0;
-      const again = await b.http('POST', '/api/v1/ack/batch', ack);
-      expect(statements).toEqual(['queen_ack_run', 'queen_ack']);
-      expect(again.body.map((r: any) => [r.success, r.alreadyAcked])).toEqual(msgs.map(() => [true, true]));
-    } finally {
-      b.ctx.db.query = query;
-    }
-    const cur = await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q]);
-    expect(cur.rows).toEqual([{ c: 10, lease_id: null }]);
-  });
-
   it('an item offset that is not up to 18 digits is a 400 that changes nothing; one naming another message is ignored', async () => {
     const q = uniqueName('ackset-offset');
     await b.http('POST', '/api/v1/push', { items: Array.from({ length: 3 }, (_, i) => ({ queue: q, partition: 'p', payload: i })) });

@@ -39,27 +39,6 @@ describe('traceparent on messages', () => {
     ]);
   });
 
-  it('an untraced pop is one statement; a pop of traced messages reads their traceparents in one more', async () => {
-    const statements: string[] = [];
-    const query = b.ctx.db.query;
-    b.ctx.db.query = (async (text: any, values?: unknown[]) => {
-      if (typeof text === 'object') statements.push(text.name);
-      return query.call(b.ctx.db, text, values);
-    }) as typeof query;
-    try {
-      await b.http('POST', '/api/v1/push', { items: [{ queue: 'tp-count', payload: 1 }, { queue: 'tp-count', payload: 2 }] });
-      statements.length = 0;
-      expect((await popAll('tp-count')).map((m) => m.traceparent)).toEqual([null, null]);
-      expect(statements).toEqual(['queen_pop']);
-      await b.http('POST', '/api/v1/push', { items: [{ queue: 'tp-count', payload: 3 }, { queue: 'tp-count', payload: 4, traceId: TRACE_ID, traceparent: TP }] });
-      statements.length = 0;
-      expect((await popAll('tp-count')).map((m) => m.traceparent)).toEqual([null, TP]);
-      expect(statements).toEqual(['queen_pop', 'queen_pop_traceparents']);
-    } finally {
-      b.ctx.db.query = query;
-    }
-  });
-
   it('an encrypted queue and a transaction push carry it too', async () => {
     expect((await b.http('POST', '/api/v1/configure', { queue: 'tp-enc', options: { encryptionEnabled: true } })).status).toBe(200);
     const tx = await b.http('POST', '/api/v1/transaction', {

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+
+// Round trips of the hot paths: which named statements a consumer's pop and
+// ack send to PostgreSQL. A pop's ack as our client sends it is one call of
+// queen.log_ack_run_v1 (migration 018), and only a request it declines goes
+// on to log_ack_v1; an untraced pop is one statement, and only a pop that
+// claimed traced messages reads their traceparents in a second.
+
+let b: TestBroker;
+/** The named statements sent since the last test began, in order. */
+const statements: string[] = [];
+beforeAll(async () => {
+  b = await startTestBroker();
+  const query = b.ctx.db.query;
+  b.ctx.db.query = (async (text: any, values?: unknown[]) => {
+    if (typeof text === 'object') statements.push(text.name);
+    return query.call(b.ctx.db, text, values);
+  }) as typeof query;
+});
+afterAll(async () => b?.stop());
+beforeEach(() => {
+  statements.length = 0;
+});
+
+const push = (queue: string, items: object[]) => b.http('POST', '/api/v1/push', { items: items.map((i) => ({ queue, partition: 'p', ...i })) });
+
+describe('hot-path statements', () => {
+  it("a pop's ack as our client sends it is one statement of log_ack_run_v1; its repeat is answered by log_ack_v1", async () => {
+    const q = uniqueName('stmt-ack');
+    await push(q, Array.from({ length: 10 }, (_, i) => ({ payload: i })));
+    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=10`)).body.messages as any[];
+    const ack = { acknowledgments: msgs.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset })) };
+    statements.length = 0;
+    const first = await b.http('POST', '/api/v1/ack/batch', ack);
+    expect(statements).toEqual(['queen_ack_run']);
+    expect(first.body).toEqual(msgs.map((m, index) => ({
+      index, transactionId: m.transactionId, success: true, error: null, code: null, queueName: q, partitionName: 'p',
+      leaseReleased: index === 9, dlq: false, offset: m.offset, alreadyAcked: false,
+    })));
+    statements.length = 0;
+    const again = await b.http('POST', '/api/v1/ack/batch', ack);
+    expect(statements).toEqual(['queen_ack_run', 'queen_ack']);
+    expect(again.body.map((r: any) => [r.success, r.alreadyAcked])).toEqual(msgs.map(() => [true, true]));
+    const cur = await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q]);
+    expect(cur.rows).toEqual([{ c: 10, lease_id: null }]);
+  });
+
+  it('an untraced pop is one statement; a pop of traced messages reads their traceparents in one more', async () => {
+    const q = uniqueName('stmt-pop');
+    const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const popAll = async () => ((await b.http('GET', `/api/v1/pop/queue/${q}?batch=10&autoAck=true`)).body.messages as any[]).map((m) => m.traceparent);
+    await push(q, [{ payload: 1 }, { payload: 2 }]);
+    statements.length = 0;
+    expect(await popAll()).toEqual([null, null]);
+    expect(statements).toEqual(['queen_pop']);
+    await push(q, [{ payload: 3 }, { payload: 4, traceId: '0af76519-16cd-43dd-8448-eb211c80319c', traceparent: TP }]);
+    statements.length = 0;
+    expect(await popAll()).toEqual([null, TP]);
+    expect(statements).toEqual(['queen_pop', 'queen_pop_traceparents']);
+  });
+});
