@@ -14,7 +14,7 @@ interface PopRow {
   id: string;
   transaction_id: string;
   trace_id: string | null;
-  /** Only read for messages with a trace_id (see the tp step of POP_SQL). */
+  /** Only read for messages with a trace_id (TRACEPARENTS_SQL). */
   traceparent: string | null;
   /** The stored payload's JSON text (null for an encrypted one). */
   payload: string | null;
@@ -113,7 +113,7 @@ async function claimedOf(ctx: BrokerContext, rows: PopAnswerRow[]): Promise<{ me
     if (r.trace_id !== null) traced = true;
     messages.push(r);
   }
-  // A join keeps its outer rows' order in practice; said, not assumed.
+  // A lateral join hands the function's rows on in their order; checked, not assumed.
   if (!ordered) messages.sort((a, b) => Number(a.n) - Number(b.n));
   if (traced) {
     const mine = messages.filter((m) => m.trace_id !== null);
