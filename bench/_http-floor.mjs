@@ -23,9 +23,8 @@ import { createPlainSchema, plainQueue, plainWireQueue } from './_plain-sql.mjs'
 
 const sql = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.FLOOR_POOL ?? 10) });
 await createPlainSchema(sql);
-const batch = Number(process.env.FLOOR_BATCH ?? 100);
-const plain = plainQueue(sql, { partitions: Number(process.env.FLOOR_PARTITIONS ?? 8), batch });
-const wire = plainWireQueue(sql, { batch });
+const plain = plainQueue(sql, { partitions: Number(process.env.FLOOR_PARTITIONS ?? 8), batch: Number(process.env.FLOOR_BATCH ?? 100) });
+const wire = plainWireQueue(sql);
 
 /**
  * Long-poll pops parked per queue, oldest first. A push wakes the oldest one
@@ -76,9 +75,10 @@ async function wirePush(body) {
 /** GET /api/v1/pop/queue/:queue: a claim, written as our broker writes a pop's answer; waits for a push when asked. */
 async function wirePop(queue, query) {
   const group = query.get('consumerGroup') ?? '__QUEUE_MODE__';
+  const batch = Number(query.get('batch') ?? 1);
   const deadline = Date.now() + (query.get('wait') === 'true' ? Number(query.get('timeout') ?? 30000) : 0);
   for (;;) {
-    const rows = await wire.claim(queue);
+    const rows = await wire.claim(queue, batch);
     if (rows.length > 0) {
       const first = rows[0];
       const { name } = wire.names(first.partition_id);

@@ -80,7 +80,7 @@ export function plainQueue(sql, { partitions, batch }) {
  * answers one row per message with what a popped message carries, a release
  * per partition of an ack.
  */
-export function plainWireQueue(sql, { batch }) {
+export function plainWireQueue(sql) {
   const byName = new Map();
   const names = new Map();
   return {
@@ -100,8 +100,8 @@ export function plainWireQueue(sql, { batch }) {
     },
     names: (id) => names.get(id),
     append: (partitionId, payloads) => append(sql, partitionId, payloads, true),
-    /** Claims a partition of `queue` with pending rows: its lease and up to `batch` rows, one per message ([] when none). */
-    async claim(queue) {
+    /** Claims a partition of `queue` with pending rows: its lease and up to `batch` rows (the pop's), one per message ([] when none). */
+    async claim(queue, batch) {
       const { rows } = await sql.query(
         `${CLAIM}
          m as (select m.partition_id, m.msg_offset, m.id, m.payload, m.created_at from plain.messages m, c

@@ -121,7 +121,6 @@ async function ackRun(ctx: BrokerContext, group: string, items: AckItem[], askCl
  * order, one item's failure never undoing another's; results in input order.
  */
 async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
-  const partitionIds = [...new Set(items.map((i) => i.partitionId))];
   const room = ctx.notifier.room;
   const stamp = room.stamp();
   // Asked only while some pop is parked on this broker: without one, no
@@ -130,6 +129,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   let acked = await ackRun(ctx, group, items, askClaimable);
   if (!acked) {
     const payload = items.map((item, idx) => ({ idx, ...item }));
+    const partitionIds = [...new Set(items.map((i) => i.partitionId))];
     const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(ACK_SQL, [group, JSON.stringify(payload), partitionIds, askClaimable]);
     acked = { answer: rows[0]!.r, claimable: rows[0]!.claimable };
   }

@@ -185,19 +185,21 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   if (messages.length === 0) return { kind: 'empty' };
   // Whether more is left was asked only for a pop parked behind this one (else as if there were).
   const more = messages[0]!.more ?? true;
-  if (!messages.some((r) => r.encrypted !== null)) {
-    ctx.metrics.delivered.inc({ queue }, messages.length);
-    const first = messages[0]!;
-    const body = renderMessages(messages, (r) => r.payload ?? 'null', queue, wireLease, q.consumerGroup);
-    return { kind: 'messages', count: messages.length, more, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitionCount(messages), body) };
+  // Payloads stored as JSON go into the answer as their text; encrypted ones
+  // are decrypted, and those that cannot be are dead-lettered (pop-unreadable.ts).
+  let delivered: Omit<PopRow, 'payload'>[] = messages;
+  let dataOf = (_: unknown, i: number) => messages[i]!.payload ?? 'null';
+  if (messages.some((r) => r.encrypted !== null)) {
+    const claimed = messages.map((r) => ({ ...r, payload: r.payload === null ? null : (JSON.parse(r.payload) as unknown) }));
+    const readable = await readableRows(ctx, queue, claimed, q, leaseId);
+    // Only undeliverable messages, now dead-lettered: the partition has moved on, claim again.
+    if (readable.delivered.length === 0 && readable.deadLettered > 0) return { kind: 'dead-lettered' };
+    delivered = readable.delivered;
+    dataOf = (_, i) => JSON.stringify(readable.data[i]) ?? 'null';
   }
-  const claimed = messages.map((r) => ({ ...r, payload: r.payload === null ? null : (JSON.parse(r.payload) as unknown) }));
-  const { delivered, data, deadLettered } = await readableRows(ctx, queue, claimed, q, leaseId);
-  // Only undeliverable messages, now dead-lettered (pop-unreadable.ts): the partition has moved on, claim again.
-  if (delivered.length === 0 && deadLettered > 0) return { kind: 'dead-lettered' };
   ctx.metrics.delivered.inc({ queue }, delivered.length);
-  const body = renderMessages(delivered, (_, i) => JSON.stringify(data[i]) ?? 'null', queue, wireLease, q.consumerGroup);
   const first = delivered[0]!;
+  const body = renderMessages(delivered, dataOf, queue, wireLease, q.consumerGroup);
   return { kind: 'messages', count: delivered.length, more, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitionCount(delivered), body) };
 }
 

@@ -84,7 +84,6 @@ const WHOLE_READ_RETRY_CYCLES = 64;
 /** Per runner, per partition: rows of the last whole read, and split cycles since. */
 const partitionSizes = new WeakMap<RunnerContext, Map<string, { rows: number; splitCycles: number }>>();
 
-
 /**
  * Reads the state of one window cycle. The fold needs two sets: the rows of
  * the keys the batch touches (plus `__wm__` in event time) and the ripe rows
