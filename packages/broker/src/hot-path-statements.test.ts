@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// Round trips of the hot paths: which named statements a consumer's pop and
-// ack send to PostgreSQL. A pop's ack as our client sends it is one call of
+// Round trips of the hot paths: which named statements a push, a consumer's
+// pop and ack send to PostgreSQL. A push to one partition is one call of the
+// allocator, queen.log_append_v1; one over several partitions goes through
+// queen.log_push_many_v1. A pop's ack as our client sends it is one call of
 // queen.log_ack_run_v1 (migration 018), and only a request it declines goes
 // on to log_ack_v1; an untraced pop is one statement, and only a pop that
 // claimed traced messages reads their traceparents in a second.
@@ -26,6 +28,21 @@ beforeEach(() => {
 const push = (queue: string, items: object[]) => b.http('POST', '/api/v1/push', { items: items.map((i) => ({ queue, partition: 'p', ...i })) });
 
 describe('hot-path statements', () => {
+  it("a push to one partition is one statement of the partition's allocator; a push over two goes through log_push_many_v1", async () => {
+    const q = uniqueName('stmt-push');
+    const one = await push(q, [{ payload: 1 }, { payload: 2, transactionId: 't-2' }, { payload: 3, transactionId: 't-2' }]);
+    expect(statements).toEqual(['queen_push_run']);
+    expect(one.body.map((r: any) => [r.status, r.offset, r.transaction_id, r.queueName])).toEqual([
+      ['queued', '1', one.body[0].message_id, q], ['queued', '2', 't-2', q], ['duplicate', '2', 't-2', q],
+    ]);
+    statements.length = 0;
+    const two = await b.http('POST', '/api/v1/push', { items: [{ queue: q, partition: 'p', payload: 4 }, { queue: q, partition: 'other', payload: 5 }] });
+    expect(statements.filter((s) => s.startsWith('queen_push'))).toEqual(['queen_push_many']);
+    expect(two.body.map((r: any) => [r.status, r.offset])).toEqual([['queued', '3'], ['queued', '1']]);
+    const stored = await b.sql.query(`select p.name, m.msg_offset::int as o, m.payload from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1 order by p.name, m.msg_offset`, [q]);
+    expect(stored.rows).toEqual([{ name: 'other', o: 1, payload: 5 }, { name: 'p', o: 1, payload: 1 }, { name: 'p', o: 2, payload: 2 }, { name: 'p', o: 3, payload: 4 }]);
+  });
+
   it("a pop's ack as our client sends it is one statement of log_ack_run_v1; its repeat is answered by log_ack_v1", async () => {
     const q = uniqueName('stmt-ack');
     await push(q, Array.from({ length: 10 }, (_, i) => ({ payload: i })));
