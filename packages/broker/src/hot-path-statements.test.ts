@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { ACK_RUN_SQL, ACK_SQL } from './ack.js';
+import { POP_SQL } from './pop.js';
+import { PUSH_RUN_SQL } from './push.js';
 
 // Round trips of the hot paths: which named statements a push, a consumer's
 // pop and ack send to PostgreSQL. A push to one partition is one call of the
@@ -75,5 +79,32 @@ describe('hot-path statements', () => {
     statements.length = 0;
     expect(await popAll()).toEqual([null, TP]);
     expect(statements).toEqual(['queen_pop', 'queen_pop_traceparents']);
+  });
+
+  it('each hot statement is planned once per connection: PostgreSQL caches a generic plan for it', async () => {
+    // A parameter that a custom plan folds away (a boolean choosing a CASE
+    // branch, say) makes the generic plan look dearer forever, and the
+    // statement is then planned again on every call.
+    const q = uniqueName('stmt-plan');
+    const pushed = await push(q, [{ payload: 1 }]);
+    const partitionId = pushed.body[0].partition_id as string;
+    const calls: [{ name: string; text: string }, unknown[]][] = [
+      [PUSH_RUN_SQL, [partitionId, JSON.stringify([{ payload: 2 }]), null]],
+      [POP_SQL, [q, null, '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, false]],
+      [POP_SQL, [q, 'p', '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, true]],
+      [ACK_RUN_SQL.skip, ['__QUEUE_MODE__', partitionId, null, [1], ['no-such-id']]],
+      [ACK_RUN_SQL.ask, ['__QUEUE_MODE__', partitionId, null, [1], ['no-such-id']]],
+      [ACK_SQL.skip, ['__QUEUE_MODE__', '[]', [partitionId]]],
+      [ACK_SQL.ask, ['__QUEUE_MODE__', '[]', [partitionId]]],
+    ];
+    const c = await b.sql.connect();
+    try {
+      for (let i = 0; i < 8; i++) for (const [statement, values] of calls) await c.query({ ...statement, values });
+      const { rows } = await c.query<{ name: string; generic_plans: string }>('select name, generic_plans from pg_prepared_statements order by name');
+      expect(rows.map((r) => r.name)).toEqual([...new Set(calls.map(([s]) => s.name))].sort());
+      for (const r of rows) expect(Number(r.generic_plans), r.name).toBeGreaterThan(0);
+    } finally {
+      c.release(true);
+    }
   });
 });

@@ -63,7 +63,7 @@ interface PopAnswerRow extends PopRow {
  * concatenations of writing it in SQL. Traceparents are read by a second
  * statement, only for pops that claimed traced messages (TRACEPARENTS_SQL).
  */
-const POP_SQL: NamedStatement = {
+export const POP_SQL: NamedStatement = {
   name: 'queen_pop',
   text: `with f as (select coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused),
        t as (select q.id as queue_id, p.id as partition_id
