@@ -87,16 +87,26 @@ describe('long-poll', () => {
     expect(r.body.messages).toHaveLength(1);
   });
 
-  it('shutdown answers parked pops with 204', async () => {
+  it('shutdown answers parked pops with 204, without another claim', async () => {
     const c = await startTestBroker({ databaseUrl: a.databaseUrl });
     const q = uniqueName('shutdown');
-    const parked = c.http('GET', `/api/v1/pop/queue/${q}?wait=true&timeout=20000`);
+    // The first pop parks after its claim found nothing; the second joins its line.
+    const parked = [c.http('GET', `/api/v1/pop/queue/${q}?wait=true&timeout=20000`)];
     await sleep(300);
+    parked.push(c.http('GET', `/api/v1/pop/queue/${q}?wait=true&timeout=20000`));
+    await sleep(300);
+    const sent: string[] = [];
+    const query = c.ctx.db.query;
+    c.ctx.db.query = (async (text: any, values?: unknown[]) => {
+      sent.push(typeof text === 'object' ? text.name : text);
+      return query.call(c.ctx.db, text, values);
+    }) as typeof query;
     const t0 = Date.now();
     const stopping = c.stop();
-    const r = await parked;
+    const answers = await Promise.all(parked);
     await stopping;
-    expect(r.status).toBe(204);
+    expect(answers.map((r) => r.status)).toEqual([204, 204]);
     expect(Date.now() - t0).toBeLessThan(3000);
+    expect(sent.filter((n) => n === 'queen_pop')).toEqual([]);
   });
 });

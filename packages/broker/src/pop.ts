@@ -225,14 +225,18 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     const room = ctx.notifier.room;
     const partition = params.partition ?? null;
     let parked = false;
-    /** Parks this pop in its line until it is woken or out of time; true when the client went away meanwhile. */
+    /**
+     * Parks this pop in its line until it is woken or out of time; true when
+     * it should answer 204 at once: the client went away or the broker is
+     * shutting down (parked pops are woken to end, not to look again).
+     */
     const park = async (): Promise<boolean> => {
       if (!parked) {
         parked = true;
         ctx.metrics.longPollWaiting.inc();
       }
       await room.park(params.queue, q.consumerGroup, partition, deadline - Date.now(), gone.signal, ctx.shutdown);
-      return gone.signal.aborted;
+      return gone.signal.aborted || ctx.shutdown.aborted;
     };
     try {
       // Pops of this line parked before it: each found nothing, and every
