@@ -15,7 +15,7 @@ export interface AllocatorResult {
 }
 
 /** The SQL of a whole push: one statement, one row per item in input order. */
-export const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 'select * from queen.log_push_many_v1($1::jsonb, $2)' };
+const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 'select * from queen.log_push_many_v1($1::jsonb, $2)' };
 
 /**
  * A push to one partition (every push of our client and of Queen's) goes
@@ -66,25 +66,28 @@ export async function allocatorItems(
  * Appends items in one PostgreSQL transaction (all or none): partitions are
  * ensured first, then queen.log_push_many_v1 takes the append locks in
  * ascending partition id order and allocates offsets in item order (one
- * partition's items go to its allocator directly, PUSH_RUN_SQL).
+ * partition's items go to its allocator directly: appendStatement).
  */
 async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: string | null): Promise<PushResult[]> {
   if (items.length === 0) return [];
   return ctx.partitions.retrying(async () => {
     const rows = await allocatorItems(ctx, items);
-    const partitionId = rows[0]!.partition_id;
-    const { rows: results } = rows.every((r) => r.partition_id === partitionId)
-      ? await ctx.db.query<AllocatorResult>(PUSH_RUN_SQL, [partitionId, JSON.stringify(rows.map(runItem)), producerSub])
-      : await ctx.db.query<AllocatorResult>(PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]);
+    const { rows: results } = await ctx.db.query<AllocatorResult>(...appendStatement(rows, producerSub));
     for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
     countPushes(ctx, items, results);
     return results.map((r, index) => pushResultOf(index, items[index]!, rows[index]!.partition_id, r.status, r.message_id, r.offset));
   });
 }
 
-/** An item of a one-partition run: the partition is the run's. */
-function runItem({ partition_id: _, ...item }: AllocatorItem): Omit<AllocatorItem, 'partition_id'> {
-  return item;
+/**
+ * The statement that appends allocator items (one row per item, in input
+ * order) and its values: PUSH_RUN_SQL for one partition's items, else
+ * PUSH_MANY_SQL. Shared by push and transaction.
+ */
+export function appendStatement(rows: AllocatorItem[], producerSub: string | null): [NamedStatement, unknown[]] {
+  const partitionId = rows[0]!.partition_id;
+  if (!rows.every((r) => r.partition_id === partitionId)) return [PUSH_MANY_SQL, [JSON.stringify(rows), producerSub]];
+  return [PUSH_RUN_SQL, [partitionId, JSON.stringify(rows.map(({ partition_id: _, ...item }) => item)), producerSub]];
 }
 
 /** The partitions written per queue, for the wake-up (only pops they can feed wake). */

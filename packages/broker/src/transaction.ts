@@ -6,7 +6,7 @@ import { ackResultsOf, type AckAnswer } from './ack.js';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
-import { allocatorItems, PUSH_MANY_SQL, type AllocatorResult } from './push.js';
+import { allocatorItems, appendStatement, type AllocatorResult } from './push.js';
 import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
 
@@ -71,7 +71,8 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
         const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx).catch(asItemFailure) : [];
         const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
-          const { rows: res } = await client.query<AllocatorResult>({ ...PUSH_MANY_SQL, values: [JSON.stringify(rows), producerSub] });
+          const [statement, values] = appendStatement(rows, producerSub);
+          const { rows: res } = await client.query<AllocatorResult>({ ...statement, values });
           res.forEach((r, i) => {
             const p = pushes[i]!;
             const pushed = pushResultOf(p.index, p.item, rows[i]!.partition_id, r.status, r.message_id, r.offset);
