@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueenError } from '@queen-mq/protocol';
-import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { eventually, freshDatabase, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { ack, enqueue } from './index.js';
 
 // enqueue and ack from the application's own transaction, against a real
@@ -245,6 +245,19 @@ describe('enqueue in the application transaction', () => {
     await expect(enqueue(app, 'q', [{ payload: 1, transactionId: '' }])).rejects.toMatchObject({ code: 'VALIDATION_FAILED', details: [{ field: 'items[0].transactionId' }] });
     await expect(enqueue(app, 'q', [1], { partiton: 'p' } as never)).rejects.toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('did you mean "partition"') });
     expect(await enqueue(app, 'q', [])).toEqual([]);
+  });
+});
+
+describe('a database without the Queen schema', () => {
+  it('answers NOT_READY naming what is missing, for enqueue and ack', async () => {
+    const bare = new pg.Client({ connectionString: await freshDatabase() });
+    await bare.connect();
+    try {
+      await expect(enqueue(bare, 'q', [1])).rejects.toMatchObject({ code: 'NOT_READY', message: expect.stringContaining('no Queen schema') });
+      await expect(ack(bare, [{ transactionId: 't', partitionId: '00000000-0000-7000-8000-000000000001' }])).rejects.toMatchObject({ code: 'NOT_READY' });
+    } finally {
+      await bare.end();
+    }
   });
 });
 
