@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { errorMessage, isErrorCode, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
+import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
-import { pushResultOf } from './push-results.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);

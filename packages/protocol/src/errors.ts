@@ -24,6 +24,7 @@ export const errorCatalogue = {
   CONFIG_HASH_MISMATCH: { status: 409, message: 'Stream query registered with a different config_hash; pass reset:true to replace it' },
   VERSION_CONFLICT: { status: 409, message: 'Version conflict', detail: 'on {key} (expected version {expected}, current {currentVersion})' },
   KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range', detail: '({key}; integers are exact within ±(2^53−1))' },
+  QUEUE_ENCRYPTED: { status: 409, message: 'The queue has encryptionEnabled: its payloads are encrypted with the broker\'s key, so only a broker can write them (push over HTTP instead); nothing was stored' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body too large' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'A request body must be Content-Type: application/json' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error' },
