@@ -103,7 +103,7 @@ export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): voi
       perQuery.recordError(body.query_id, err instanceof QueenError ? err.code : 'INTERNAL_ERROR');
       throw err;
     }
-    cycles.inc({ result: result.success ? 'success' : 'failure' });
+    cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : 'failure' });
     perQuery.recordResult(body, result);
     return result;
   });

@@ -136,6 +136,11 @@ describe('idle flush guard (flush_before)', () => {
     const res = await flush(qid, pid, closing(sink, version, (await dbNow()) + 60_000));
     expect(res.code).toBe('FLUSH_DEFERRED');
     expect(await stateVersions(qid, pid)).toEqual([['w', version]]);
+    // Counted as deferred, not as a failure, and not as the query's error.
+    const metrics = await b.http('GET', '/metrics');
+    expect(String(metrics.body)).toMatch(/queen_streams_cycles_total\{result="deferred"\} [1-9]/);
+    const counters = await b.http('GET', '/streams/v1/counters');
+    expect(JSON.stringify(counters.body)).not.toContain('FLUSH_DEFERRED');
   });
 
   it('I28.1 flush_before on a cycle with an ack is refused (400 VALIDATION_FAILED)', async () => {
