@@ -143,6 +143,40 @@ describe('idle flush guard (flush_before)', () => {
     expect(JSON.stringify(counters.body)).not.toContain('FLUSH_DEFERRED');
   });
 
+  it('I28.1 the guard lets the source partition lock go once granted: a push locking a sink partition, then the source one (ascending ids), does not deadlock with a guarded flush', async () => {
+    const { qid, pid, sink, version } = await consumedPartition();
+    // A sink partition whose id sorts below the source partition's: a push naming both locks it first.
+    let target: { name: string; id: string } | undefined;
+    for (let i = 0; !target; i++) {
+      const pushed = await b.http('POST', '/api/v1/push', { items: [{ queue: sink, partition: `k${i}`, payload: { seed: i } }] });
+      if (pushed.body[0].partition_id < pid) target = { name: `k${i}`, id: pushed.body[0].partition_id };
+    }
+    const before = await count(sink);
+    const push = await b.sql.connect();
+    try {
+      await push.query('begin');
+      await push.query('select 1 from queen.partitions where id = $1 for update', [target.id]);
+      const end = await dbNow();
+      const pending = b.http('POST', '/streams/v1/cycle', {
+        query_id: qid, partition_id: pid, consumer_group: GROUP, ack: null,
+        state_ops: [{ type: 'delete', key: 'w', expected_version: version }],
+        push_items: [{ queue: sink, partition: target.name, payload: { closed: true }, transactionId: 'emit-w' }],
+        flush_before: end,
+      });
+      // The flush passes its guard and waits for the sink partition; the push then takes the source partition.
+      await sleep(300);
+      await push.query('select 1 from queen.partitions where id = $1 for update', [pid]);
+      await push.query('commit');
+      const res = await pending;
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.success).toBe(true);
+    } finally {
+      await push.query('rollback').catch(() => undefined);
+      push.release();
+    }
+    expect(await count(sink)).toBe(before + 1);
+  });
+
   it('I28.1 flush_before on a cycle with an ack is refused (400 VALIDATION_FAILED)', async () => {
     const res = await b.http('POST', '/streams/v1/cycle', {
       query_id: '00000000-0000-4000-8000-000000000001',
