@@ -1,7 +1,8 @@
 import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sleep, startTestBroker, testStream, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { sleep, startTestBroker, testStream, uniqueName, type TestBroker, type TestStream } from '@queen-mq/testing';
 import { Stream } from './index.js';
+import { emitData as data, iso, withBounds } from '../test/helpers.js';
 
 // Issue 28 item 1: an idle flush closed a processing-time window while a
 // push stamped before its end was still committing. The flush saw the
@@ -19,34 +20,33 @@ beforeAll(async () => {
 });
 afterAll(async () => b?.stop());
 
-const iso = (epochMs: number) => new Date(epochMs).toISOString();
-const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });
-const data = (emits: { data: unknown }[]) => emits.map((e) => e.data);
-
-/** A push to `queue`'s Default partition stamped now (virtual clock) and left uncommitted, its partition row locked. */
-async function holdPush(queue: string, payloads: unknown[]): Promise<{ commit: () => Promise<void>; release: () => void }> {
-  const { rows } = await b.sql.query(`select id from queen.partitions where queue_name = $1 and name = 'Default'`, [queue]);
+/**
+ * The race, held open on purpose: `payloads` are pushed to `t`'s source
+ * (Default partition) at the current virtual time from a second connection
+ * and left uncommitted, so their partition row stays locked and the group's
+ * lag reads 0. The clock moves to `flushAt` and one idle flush starts; the
+ * push commits 300 ms later. Then the runner reads what it had not seen and
+ * flushes once more.
+ */
+async function flushAcrossHeldPush(t: TestStream, source: string, payloads: unknown[], flushAt: number): Promise<void> {
+  const { rows } = await b.sql.query(`select id from queen.partitions where queue_name = $1 and name = 'Default'`, [source]);
   const held: PoolClient = await b.sql.connect();
-  await held.query('begin');
-  const items = JSON.stringify(payloads.map((payload) => ({ payload })));
-  const stamped = await held.query('select count(*)::int as n from queen.log_append_v1($1::uuid, $2::jsonb, null)', [rows[0].id, items]);
-  expect(stamped.rows[0].n).toBe(payloads.length);
-  return {
-    commit: async () => {
-      await held.query('commit');
-    },
-    release: () => {
-      held.query('rollback').catch(() => undefined).finally(() => held.release());
-    },
-  };
-}
-
-/** Runs `flush` while `hold` is open, commits the hold 300 ms later, and answers the flush's emits. */
-async function flushAcrossCommit<T>(flush: () => Promise<T>, hold: { commit: () => Promise<void> }): Promise<T> {
-  const flushed = flush();
-  await sleep(300);
-  await hold.commit();
-  return flushed;
+  try {
+    await held.query('begin');
+    const items = JSON.stringify(payloads.map((payload) => ({ payload })));
+    const stamped = await held.query('select count(*)::int as n from queen.log_append_v1($1::uuid, $2::jsonb, null)', [rows[0].id, items]);
+    expect(stamped.rows[0].n).toBe(payloads.length);
+    await b.clock!.set(flushAt);
+    const flushed = t.flush();
+    await sleep(300);
+    await held.query('commit');
+    await flushed;
+  } finally {
+    await held.query('rollback').catch(() => undefined);
+    held.release();
+  }
+  await t.push([]);
+  await t.flush();
 }
 
 describe('idle flush against a push in flight', () => {
@@ -68,16 +68,8 @@ describe('idle flush against a push in flight', () => {
       await t.advanceTo(S + 900);
       // 1,000 items stamped at S+900 ms, not committed: lag reads 0.
       const HELD = 1000;
-      const hold = await holdPush(src, Array.from({ length: HELD }, (_, i) => ({ n: i + 1 })));
-      try {
-        await b.clock!.set(S + 1100);
-        // The flush at S+1.1 s may close nothing while a message stamped before S+1 s is pending, committed or not.
-        await flushAcrossCommit(() => t.flush(), hold);
-      } finally {
-        hold.release();
-      }
-      await t.push([]);
-      await t.flush();
+      // The flush at S+1.1 s may close nothing while a message stamped before S+1 s is pending, committed or not.
+      await flushAcrossHeldPush(t, src, Array.from({ length: HELD }, (_, i) => ({ n: i + 1 })), S + 1100);
       expect(data(t.emits()).reduce((s: number, e: any) => s + e.count, 0)).toBe(HELD + 1);
       expect(data(t.emits())).toEqual([{ count: HELD + 1, start: iso(S), end: iso(S + 1000) }]);
       expect(t.errors).toEqual([]);
@@ -103,16 +95,8 @@ describe('idle flush against a push in flight', () => {
       expect(await t.push([{ ts: S + 5_000, n: 1 }])).toEqual([]);
       // Stamped at S+10 s, when the partition had been quiet for 5 s only: its batch is judged at that watermark (S+5 s).
       await b.clock!.set(S + 10_000);
-      const hold = await holdPush(src, [{ ts: S + 20_000, n: 2 }]);
-      try {
-        await b.clock!.set(S + 80_000);
-        // Lag 0, but a message stamped before S+80 s is pending: the flush may idle nothing forward.
-        await flushAcrossCommit(() => t.flush(), hold);
-      } finally {
-        hold.release();
-      }
-      await t.push([]);
-      await t.flush();
+      // Flushed at S+80 s with lag 0, but a message stamped before then is pending: nothing may idle forward.
+      await flushAcrossHeldPush(t, src, [{ ts: S + 20_000, n: 2 }], S + 80_000);
       expect(t.metrics().lateEventsTotal).toBe(0);
       expect(data(t.emits())).toEqual([{ count: 2, sum: 3, start: iso(S), end: iso(S + 60_000) }]);
       expect(t.errors).toEqual([]);
