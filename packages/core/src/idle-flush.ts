@@ -28,7 +28,7 @@ const SEED_PAGE = 1000;
  * defers the flush while a message stamped before it is not consumed.
  */
 function closesBefore(plan: RunnerContext['plan'], emits: readonly WindowEmit[]): number {
-  const end = Math.max(...emits.map((e) => e.windowEnd));
+  const end = emits.reduce((max, e) => Math.max(max, e.windowEnd), -Infinity);
   return isMergingWindow(plan.window!.plugin) ? end + 1 : end;
 }
 
@@ -54,9 +54,12 @@ interface FlushPass {
  * where the advance is written with the deletes it causes) become one ack:null
  * cycle deleting each row at the version it was read and pushing its emit.
  * A flush that lost a race gets VERSION_CONFLICT, pushes nothing, and the
- * next tick (or the next cycle) closes the window instead.
+ * next tick (or the next cycle) closes the window instead. It reads all open
+ * rows of the operator (ripeness is decided here, strictly past the end for
+ * merging windows) and remembers when the rest ripen, so a quiet partition
+ * costs no request per tick until then or until a cycle commits on it.
  *
- * Why the clock may close a window: the cycle carries `flush_before` (the
+ * Why a clock may close a window: the cycle carries `flush_before` (the
  * latest end it closes in processing time; the broker time of an idle
  * advance in event time), and the broker commits it only if every message
  * of the partition stamped before that instant is consumed — a push still
@@ -65,10 +68,7 @@ interface FlushPass {
  * FLUSH_DEFERRED, nothing is written, and the partition counts as deferred:
  * the cycle that reads those messages closes the window, or a later flush.
  * The lag read before the pass only spares the requests of partitions seen
- * with messages pending; the guard is what makes the close safe. It reads all open
- * rows of the operator (ripeness is decided here, strictly past the end for
- * merging windows) and remembers when the rest ripen, so a quiet partition
- * costs no request per tick until then or until a cycle commits on it.
+ * with messages pending; the guard is what makes the close safe.
  *
  * Liveness: a partition leaves the flush set only here, when it holds no
  * open window any more — never because it has been quiet for a while, so a
@@ -188,10 +188,10 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
 
 /**
  * Which partitions the source group has fully consumed (lag 0), asked of the
- * broker. In processing time (and event time with idleness) a partition with
- * a message pending (not popped yet, or leased by a runner that died
- * mid-cycle) is skipped without a request: the broker's guard would defer
- * its flush anyway. Lag 0 is no proof (a push stamped earlier may still be
+ * broker. A partition with a message pending (not popped yet, or leased by
+ * a runner that died mid-cycle) is skipped without a request in processing
+ * time, and not idled forward in event time: the broker's guard would defer
+ * that flush anyway. Lag 0 is no proof (a push stamped earlier may still be
  * committing); the guard in the flush's cycle is.
  */
 async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<string>> {
