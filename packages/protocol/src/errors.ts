@@ -38,6 +38,7 @@ export const errorCatalogue = {
   MESSAGE_NOT_LEASED: { status: 0, message: 'Message is beyond what this lease delivered' },
   ALREADY_ACKED: { status: 0, message: 'Message already acknowledged' },
   ACK_BLOCKED: { status: 0, message: 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered' },
+  FLUSH_DEFERRED: { status: 0, message: 'A message of the partition stamped before flush_before is not consumed yet (or flush_before is ahead of the broker clock); nothing was written' },
   ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message', detail: '(count {count})' },
   KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max', detail: '{max} of {key}' },
 } as const satisfies Record<string, { status: number; message: string; detail?: string }>;
