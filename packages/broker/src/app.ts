@@ -4,6 +4,7 @@ import { ackRoutes } from './ack.js';
 import { registerAuth } from './auth.js';
 import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from './http.js';
 import { registerOriginGuards } from './origin.js';
+import { registerUnreadBodyDiscard } from './unread-body.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
 import { configureRoutes } from './configure.js';
@@ -104,6 +105,9 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
   app.addHook('onSend', async (_req, reply) => {
     if (ctx.shutdown.aborted) reply.header('Connection', 'close');
   });
+  // An answer sent before the body was read (413, 401, 415, ...) must reach
+  // the client before the connection closes.
+  registerUnreadBodyDiscard(app, ctx.config.maxBodyBytes, ctx.shutdown);
   registerAuth(app, ctx.config);
   // After auth (a caller without rights learns nothing about bodies), before
   // the body is read. Only JSON may carry a body: a cross-site page can send
