@@ -21,7 +21,7 @@ export const errorCatalogue = {
   CONSUMER_GROUP_NOT_FOUND: { status: 404, message: 'Consumer group not found' },
   QUERY_NOT_FOUND: { status: 404, message: 'Stream query not found' },
   KV_NOT_FOUND: { status: 404, message: 'Key not found' },
-  CONFIG_HASH_MISMATCH: { status: 409, message: 'Stream query registered with a different config_hash; pass reset:true to replace it' },
+  CONFIG_HASH_MISMATCH: { status: 409, message: 'config_hash mismatch: the stream query is registered with a different config_hash; pass reset:true to replace it' },
   VERSION_CONFLICT: { status: 409, message: 'Version conflict', detail: 'on {key} (expected version {expected}, current {currentVersion})' },
   KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range', detail: '({key}; integers are exact within ±(2^53−1))' },
   QUEUE_ENCRYPTED: { status: 409, message: 'The queue has encryptionEnabled: its payloads are encrypted with the broker\'s key, so only a broker can write them (push over HTTP instead); nothing was stored' },
