@@ -18,6 +18,7 @@ const usage = `usage: npm run check:exactly-once -- [options]
   --gate-style LIST   mutate,reassign
   --time LIST         processing,event
   --on-late LIST      drop,include,sink
+  --grace LIST        grace periods in seconds to draw from (default 0,0,0.5,1)
   --faults LIST       none, or of ${FAULTS.join(',')}
   --bad-event-time yes|no   event time: messages without an event time (they belong in the DLQ)
   --out FILE          JSON result (default check-exactly-once.json)`;
@@ -31,6 +32,7 @@ const { values } = parseArgs({
     'gate-style': { type: 'string' },
     time: { type: 'string' },
     'on-late': { type: 'string' },
+    grace: { type: 'string' },
     faults: { type: 'string' },
     'bad-event-time': { type: 'string' },
     out: { type: 'string', default: 'check-exactly-once.json' },
@@ -53,13 +55,18 @@ const filter: VariantFilter = {
   kinds: values.gate ? ['gate'] : listOf<Kind>('kinds', values.kinds, KINDS),
   time: listOf<TimeDomain>('time', values.time, ['processing', 'event']),
   onLate: listOf<OnLate>('on-late', values['on-late'], ['drop', 'include', 'sink']),
+  grace: values.grace === undefined ? undefined : values.grace.split(',').map((g) => {
+    const n = Number(g);
+    if (!Number.isFinite(n) || n < 0) throw new Error(`--grace: not a number of seconds: "${g}"`);
+    return n;
+  }),
   gateStyles: listOf<GateStyle>('gate-style', values['gate-style'], ['mutate', 'reassign']),
   faults: values.faults === 'none' ? [] : listOf<Fault>('faults', values.faults, FAULTS),
   badEventTime: values['bad-event-time'] === undefined ? undefined : values['bad-event-time'] === 'yes',
 };
 // the same filters on the replay line: they shape the variant a seed draws
 const filterArgs: string[] = [];
-for (const flag of ['kinds', 'gate-style', 'time', 'on-late', 'faults', 'bad-event-time'] as const) if (values[flag] !== undefined) filterArgs.push(`--${flag}`, String(values[flag]));
+for (const flag of ['kinds', 'gate-style', 'time', 'on-late', 'grace', 'faults', 'bad-event-time'] as const) if (values[flag] !== undefined) filterArgs.push(`--${flag}`, String(values[flag]));
 if (values.gate) filterArgs.push('--gate');
 
 const single = values.seed ?? process.env.QUEEN_CHECK_SEED;

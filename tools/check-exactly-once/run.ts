@@ -37,6 +37,8 @@ export interface Observed {
   dlq: { partition: string; offset: string; errorMessage: string | null }[];
   /** State rows per source partition name. */
   state: Map<string, { key: string; value: any; version: number }[]>;
+  /** Processing time: when each push meant to straddle a boundary was sent and answered (epoch ms). */
+  straddlers: { partition: string; items: number; sentMs: number; answeredMs: number }[];
   /** What the run did: faults applied, runner restarts, errors the run itself met. */
   notes: string[];
   /** The run could not finish its schedule (a watermark never seen, the broker not answering). */
@@ -130,6 +132,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
   const proxy = await startFaultProxy(b.url, faultRandom);
   const runner = new Runner({ QUEEN_URL: proxy.url, SRC: SOURCE, SINK, LATE, QUERY_ID: queryId, VARIANT: JSON.stringify(variant) });
   const partitionIds = new Map<string, string>();
+  const pushTimes: Observed['straddlers'] = [];
   let runError: string | undefined;
   try {
     const configured = await b.http('POST', '/api/v1/configure', { queue: SOURCE, options: { leaseTime: LEASE_S, retryLimit: 1 } });
@@ -139,9 +142,11 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
     const push = async (step: Extract<Step, { type: 'push' }>) => {
       const body = { items: step.items.map((payload) => ({ queue: SOURCE, partition: step.partition, payload })) };
       for (let attempt = 0; ; attempt++) {
+        const sentAt = Date.now();
         const res = await b.http('POST', '/api/v1/push', body).catch((err: Error) => ({ status: 0, body: err.message }));
         if (res.status === 201) {
           partitionIds.set(step.partition, res.body[0].partition_id);
+          if (step.leadFactor) pushTimes.push({ partition: step.partition, items: step.items.length, sentMs: sentAt, answeredMs: Date.now() });
           return;
         }
         // the broker may be restarting: a push that got no answer is retried (a broker-side duplicate would show in the model's input, which is what was stored)
@@ -194,10 +199,13 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
       }
     } else {
       // wall-clock schedule, aligned to a whole second (window boundaries are at whole seconds)
+      const leadPerItem = await stampLeadPerItem(b);
+      notes.push(`push lead ${(leadPerItem * 1000).toFixed(0)} ms per 1,000 items`);
       const start = Math.ceil((Date.now() + 400) / 1000) * 1000;
       await Promise.all(
         schedule.steps.map(async (step) => {
-          await sleep(Math.max(0, start + (step.atMs ?? 0) - Date.now()));
+          const lead = step.type === 'push' && step.leadFactor ? step.leadFactor * leadPerItem * step.items.length : 0;
+          await sleep(Math.max(0, start + (step.atMs ?? 0) - lead - Date.now()));
           if (step.type === 'push') await push(step);
           else if (step.type === 'fault') await fault(step);
         }),
@@ -216,6 +224,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
     const stored = await readQueue(b, SOURCE);
     const source = stored.map((m) => ({ partition: m.partition, offset: m.offset, createdAtMs: Date.parse(m.createdAt), data: m.data }));
     for (const m of stored) partitionIds.set(m.partition, m.partitionId);
+    if (pushTimes.length) notes.push(straddleNote(pushTimes, source));
     const sink = await readQueue(b, SINK);
     const late = await readQueue(b, LATE);
     const dlqRes = await b.http('GET', `/api/v1/dlq?queue=${SOURCE}&consumerGroup=${encodeURIComponent(`streams.${queryId}`)}&limit=1000`);
@@ -226,11 +235,50 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
       const res = await b.http('POST', '/streams/v1/state/get', { query_id: runner.queryUuid, partition_id: id });
       state.set(partition, res.status === 200 ? res.body.rows : []);
     }
-    return { seed, variant, schedule, queryId, elapsedMs: Date.now() - began, observed: { source, sink, late, dlq, state, notes, runError } };
+    return { seed, variant, schedule, queryId, elapsedMs: Date.now() - began, observed: { source, sink, late, dlq, state, notes, runError, straddlers: pushTimes } };
   } finally {
     await proxy.close();
     await b.stop();
   }
+}
+
+/**
+ * How many of the pushes meant to straddle a boundary did: their items
+ * stamped before a whole second, their answer (the commit) after it — the
+ * idle flush's race was set up that often (with the stamp-to-boundary and
+ * boundary-to-answer ms of each, for tuning).
+ */
+function straddleNote(pushes: Observed['straddlers'], source: StoredMessage[]): string {
+  const detail: string[] = [];
+  let straddled = 0;
+  for (const p of pushes) {
+    const stamps = source.filter((m) => m.partition === p.partition && m.createdAtMs >= p.sentMs - 5 && m.createdAtMs <= p.answeredMs + 5).map((m) => m.createdAtMs);
+    const counts = new Map<number, number>();
+    for (const t of stamps) counts.set(t, (counts.get(t) ?? 0) + 1);
+    const stamp = [...counts].find(([, n]) => n === p.items)?.[0];
+    if (stamp === undefined) continue;
+    const boundary = Math.ceil(stamp / 1000) * 1000;
+    if (p.answeredMs > boundary) straddled += 1;
+    detail.push(`${stamp - boundary}/+${p.answeredMs - boundary}`);
+  }
+  return `straddling pushes ${straddled} of ${pushes.length} (stamp/answer ms from the boundary: ${detail.join(' ')})`;
+}
+
+/**
+ * How long after it is sent a push's items are stamped, per item (ms): the
+ * broker reads and validates the whole body first. Measured once per seed on
+ * a scratch queue with 2,000 items, so the pushes meant to straddle a window
+ * boundary are sent early enough on this machine under its current load.
+ */
+async function stampLeadPerItem(b: TestBroker): Promise<number> {
+  const size = 2000;
+  await b.http('POST', '/api/v1/push', { items: [{ queue: 'eo.calibrate', payload: { warm: true } }] });
+  const sent = Date.now();
+  const res = await b.http('POST', '/api/v1/push', { items: Array.from({ length: size }, (_, i) => ({ queue: 'eo.calibrate', payload: { i } })) });
+  if (res.status !== 201) return 0.06;
+  const pop = await b.http('GET', '/api/v1/pop/queue/eo.calibrate?batch=2&autoAck=true');
+  const stamped = Date.parse(pop.body?.messages?.[1]?.createdAt);
+  return Number.isFinite(stamped) ? Math.max(0, stamped - sent) / size : 0.06;
 }
 
 /**

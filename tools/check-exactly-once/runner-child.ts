@@ -71,3 +71,9 @@ handle.on('lease:lost', (l: any) => process.stderr.write(`lease lost ${l.partiti
 process.stdout.write(`ready ${handle.queryUuid}\n`);
 setInterval(() => process.stdout.write(`metrics ${JSON.stringify(handle.metrics())}\n`), 500).unref();
 process.on('SIGTERM', () => void handle.stop().then(() => process.exit(0)));
+if (process.env.EO_DEBUG) {
+  // for tuning schedules: when flushes and cycles commit, against the whole second
+  const at = () => `${new Date().toISOString().slice(17, 23)}`;
+  handle.on('window:flush', (f: any) => process.stderr.write(`${at()} flush ${f.partition} emits=${f.emits}\n`));
+  handle.on('cycle:commit', (c: any) => process.stderr.write(`${at()} cycle ${c.partition} messages=${c.messages} emits=${c.emits}\n`));
+}

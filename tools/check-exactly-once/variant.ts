@@ -40,6 +40,8 @@ export interface VariantFilter {
   kinds?: Kind[];
   time?: TimeDomain[];
   onLate?: OnLate[];
+  /** Grace periods to draw from (s). */
+  grace?: number[];
   gateStyles?: GateStyle[];
   /** [] = no faults. */
   faults?: Fault[];
@@ -68,7 +70,7 @@ export function drawVariant(rng: Rng, filter: VariantFilter = {}): Variant {
   const v: Variant = {
     kind,
     time,
-    graceS: kind === 'gate' ? 0 : rng.pick([0, 0, 0.5, 1]),
+    graceS: kind === 'gate' ? 0 : rng.pick(filter.grace ?? [0, 0, 0.5, 1]),
     allowedLatenessS: time === 'event' && kind !== 'gate' ? rng.pick([0, 0.5, 1]) : 0,
     onLate: time === 'event' && kind !== 'gate' ? rng.pick(filter.onLate ?? (['drop', 'include', 'sink'] as const)) : 'drop',
     idleFlushMs: rng.pick([20, 50, 100, 200]),
