@@ -155,7 +155,10 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
       }
     };
     let restarting: Promise<void> | undefined;
-    const fault = async (step: Extract<Step, { type: 'fault' }>) => {
+    // faults one after the other: a second kill must not hit a runner the first one is still starting
+    let faults: Promise<void> = Promise.resolve();
+    const fault = (step: Extract<Step, { type: 'fault' }>) => (faults = faults.then(() => applyFault(step)));
+    const applyFault = async (step: Extract<Step, { type: 'fault' }>) => {
       notes.push(`${step.fault}${step.atMs !== undefined ? ` at +${step.atMs} ms` : ''}`);
       switch (step.fault) {
         case 'kill':
@@ -211,6 +214,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
         }),
       );
     }
+    await faults;
     proxy.lostRate = 0;
     proxy.stall(0, 0);
     await restarting;
