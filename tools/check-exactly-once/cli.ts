@@ -7,7 +7,7 @@ import { randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireCluster } from '@queen-mq/testing';
-import { checkSeed, type SeedResult } from './check.js';
+import { checkSeed, replayCommand, type SeedResult } from './check.js';
 import { FAULTS, KINDS, type Fault, type GateStyle, type Kind, type OnLate, type TimeDomain, type VariantFilter } from './variant.js';
 
 const usage = `usage: npm run check:exactly-once -- [options]
@@ -82,12 +82,12 @@ try {
     try {
       r = await checkSeed(seed, filter, cluster.adminUrl, filterArgs);
     } catch (err) {
-      r = { seed, variant: undefined as never, description: '(the run failed)', windowsChecked: 0, discrepancies: [{ what: 'checker failed', got: (err as Error).stack }], messages: 0, notes: [], elapsedMs: 0, replay: '' };
+      r = { seed, variant: undefined as never, description: '(the run failed)', windowsChecked: 0, discrepancies: [{ what: 'checker failed', got: (err as Error).stack }], messages: 0, notes: [], elapsedMs: 0, replay: replayCommand(seed, filterArgs) };
     }
     results.push(r);
     const bad = r.discrepancies.length;
     console.log(`[${i + 1}/${seeds.length}] seed ${seed} | ${r.description} | ${r.messages} messages, ${r.windowsChecked} checked | ${bad ? `${bad} DISCREPANCIES` : 'ok'} | ${(r.elapsedMs / 1000).toFixed(1)} s`);
-    for (const d of r.discrepancies.slice(0, 6)) console.log(`    - ${d.what}${d.partition ? ` ${d.partition}` : ''}${d.key ? ` key ${d.key}` : ''}${d.window ? ` [${d.window.start}, ${d.window.end})` : ''}${d.expected !== undefined ? ` expected ${JSON.stringify(d.expected)}` : ''}${d.got !== undefined ? ` got ${JSON.stringify(d.got)}` : ''}`);
+    for (const d of r.discrepancies.slice(0, 6)) console.log(`    - ${d.what}${d.partition ? ` ${d.partition}` : ''}${d.key ? ` key ${d.key}` : ''}${d.window ? ` [${d.window.start}, ${d.window.end})` : ''}${d.expected !== undefined ? ` expected ${JSON.stringify(d.expected)}` : ''}${d.got !== undefined ? ` got ${JSON.stringify(d.got)}` : ''}${d.hint ? ` (${d.hint})` : ''}`);
     if (bad > 6) console.log(`    … ${bad - 6} more`);
     if (bad) console.log(`    replay: ${r.replay}`);
   }

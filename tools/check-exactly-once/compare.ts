@@ -17,6 +17,16 @@ export interface Discrepancy {
   window?: { start: string; end: string };
   expected?: unknown;
   got?: unknown;
+  /** What the model knows that may explain it (not part of the verdict). */
+  hint?: string;
+}
+
+/** A likely cause, from what the model knows of the window: grace-admitted events, or one push's items missing. */
+function hintOf(w: ExpectedWindow, got: Emit[]): { hint?: string } {
+  const short = w.count - Math.max(0, ...got.map((e) => e.count));
+  if (w.graceAdmitted && short > 0 && short <= w.graceAdmitted) return { hint: `short by ${short}; ${w.graceAdmitted} of its events came after the watermark passed its end, within grace` };
+  if (w.largestPush && short === w.largestPush && short > 1) return { hint: `short by exactly the ${short} items of one push (stamped at one instant)` };
+  return {};
 }
 
 export interface Comparison {
@@ -78,11 +88,11 @@ export function compare(v: Variant, model: ModelResult, observed: Observed): Com
     checked += 1;
     const exact = got.findIndex((e) => e.count === w.count && e.sum === w.sum && e.end === w.end);
     if (got.length === 0) {
-      out.push({ what: 'window missing on the sink', ...where, expected: { count: w.count, sum: w.sum } });
+      out.push({ what: 'window missing on the sink', ...where, expected: { count: w.count, sum: w.sum }, ...hintOf(w, got) });
       continue;
     }
     if (exact < 0) {
-      out.push({ what: 'window emitted with a wrong result', ...where, expected: { count: w.count, sum: w.sum, end: iso(w.end) }, got: got.map((e) => ({ count: e.count, sum: e.sum, end: iso(e.end) })) });
+      out.push({ what: 'window emitted with a wrong result', ...where, expected: { count: w.count, sum: w.sum, end: iso(w.end) }, got: got.map((e) => ({ count: e.count, sum: e.sum, end: iso(e.end) })), ...hintOf(w, got) });
       continue;
     }
     const rest = got.filter((_, i) => i !== exact);

@@ -46,6 +46,13 @@ export interface ExpectedWindow {
   sum: number;
   /** Still open at the end of the run (its end + grace is not behind the final watermark): in state, not on the sink. */
   open: boolean;
+  /**
+   * For reading a discrepancy, not for the verdict: event time, how many of its events the watermark may
+   * already have passed the end of (admitted by grace alone); processing time, the largest number of its
+   * items stamped at one instant (one push).
+   */
+  graceAdmitted?: number;
+  largestPush?: number;
 }
 
 export interface ExpectedLate {
@@ -131,7 +138,7 @@ function modelPartition(v: Variant, partition: string, list: StoredMessage[], ou
   const latenessMs = v.allowedLatenessS * 1000;
   const eventTime = v.time === 'event';
   // the events that are folded into windows, with their time
-  const folded: { m: StoredMessage; t: number; windows?: Span[] }[] = [];
+  const folded: { m: StoredMessage; t: number; windows?: (Span & { byGrace?: boolean })[] }[] = [];
   let prefixMax = -Infinity;
   const finalWm = eventTime ? Math.max(...list.map((m) => usableTs(m) ?? -Infinity)) - latenessMs : Infinity;
 
@@ -152,9 +159,9 @@ function modelPartition(v: Variant, partition: string, list: StoredMessage[], ou
       folded.push({ m, t }); // classified below, once every on-time neighbour is known
       continue;
     }
-    const onTime: Span[] = [];
+    const onTime: (Span & { byGrace?: boolean })[] = [];
     for (const w of fixedWindowsOf(v, t)) {
-      if (w.end + graceMs > wmHi) onTime.push(w);
+      if (w.end + graceMs > wmHi) onTime.push({ ...w, byGrace: w.end <= wmHi });
       else if (w.end + graceMs <= wmLo) out.late.push({ partition, offset: m.offset, key: m.data.k, start: w.start, end: w.end, n: m.data.n });
       else out.ambiguous.push(`${partition}@${m.offset} ts=${t} window [${w.start}, ${w.end}) against watermark in [${wmLo}, ${wmHi}]`);
     }
@@ -166,15 +173,23 @@ function modelPartition(v: Variant, partition: string, list: StoredMessage[], ou
     return;
   }
   const windows = new Map<string, ExpectedWindow>();
+  const pushes = new Map<string, Map<number, number>>();
   for (const f of folded) {
     for (const w of f.windows ?? fixedWindowsOf(v, f.t)) {
       const id = `${f.m.data.k}|${w.start}`;
       const e = windows.get(id) ?? { partition, key: f.m.data.k, start: w.start, end: w.end, count: 0, sum: 0, open: eventTime && !(w.end + graceMs <= finalWm) };
       e.count += 1;
       e.sum += f.m.data.n;
+      if ('byGrace' in w && w.byGrace) e.graceAdmitted = (e.graceAdmitted ?? 0) + 1;
+      if (!eventTime) {
+        const stamps = pushes.get(id) ?? new Map<number, number>();
+        stamps.set(f.m.createdAtMs, (stamps.get(f.m.createdAtMs) ?? 0) + 1);
+        pushes.set(id, stamps);
+      }
       windows.set(id, e);
     }
   }
+  for (const [id, stamps] of pushes) windows.get(id)!.largestPush = Math.max(...stamps.values());
   out.windows.push(...windows.values());
 }
 

@@ -134,6 +134,8 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
   const partitionIds = new Map<string, string>();
   const pushTimes: Observed['straddlers'] = [];
   let runError: string | undefined;
+  // faults one after the other: a second kill must not hit a runner the first one is still starting
+  let faults: Promise<void> = Promise.resolve();
   try {
     const configured = await b.http('POST', '/api/v1/configure', { queue: SOURCE, options: { leaseTime: LEASE_S, retryLimit: 1 } });
     if (configured.status !== 200) throw new Error(`configure answered ${configured.status}`);
@@ -155,8 +157,6 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
       }
     };
     let restarting: Promise<void> | undefined;
-    // faults one after the other: a second kill must not hit a runner the first one is still starting
-    let faults: Promise<void> = Promise.resolve();
     const fault = (step: Extract<Step, { type: 'fault' }>) => (faults = faults.then(() => applyFault(step)));
     const applyFault = async (step: Extract<Step, { type: 'fault' }>) => {
       notes.push(`${step.fault}${step.atMs !== undefined ? ` at +${step.atMs} ms` : ''}`);
@@ -222,6 +222,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
   } catch (err) {
     runError = (err as Error).message;
   }
+  await faults.catch((err: Error) => (runError ??= `fault: ${err.message}`)); // a restart under way ends before the broker is read
   await runner.kill();
   notes.push(`runner started ${runner.starts}x; proxy lost ${proxy.counts.lost} answers, stalled ${proxy.counts.stalled}, reset ${proxy.counts.reset}`);
   try {
