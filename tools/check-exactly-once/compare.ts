@@ -38,14 +38,8 @@ const iso = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : 
 const toMs = (v: unknown) => (typeof v === 'number' ? v : typeof v === 'string' ? Date.parse(v) : NaN);
 const windowOf = (start: number, end: number) => ({ start: iso(start), end: iso(end) });
 
-interface Emit {
-  partition: string;
-  key: string;
-  start: number;
-  end: number;
-  count: number;
-  sum: number;
-}
+/** A window result as the sink got it. */
+type Emit = Pick<ExpectedWindow, 'partition' | 'key' | 'start' | 'end' | 'count' | 'sum'>;
 
 function emitOf(m: QueueMessage): Emit {
   const d = m.data ?? {};
