@@ -109,7 +109,7 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
     return;
   }
   // A post-window operator that throws dead-letters that emit only (emit-dead-letter.ts).
-  const { pushItems, dead } = await windowEmitItems(rt, partitionId, partition, fold.emits);
+  const { pushItems, dead, byTransactionId } = await windowEmitItems(rt, partitionId, partition, fold.emits);
   // A flush that lost a race (VERSION_CONFLICT) pushed nothing: the next tick or cycle closes the window.
   await commitCycle(rt, {
     partitionId,
@@ -119,6 +119,7 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
     ack: null,
     messages: 0,
     emits: fold.emits.length,
+    windowEmits: byTransactionId,
     onCommitted() {
       reportDeadEmits(rt, dead);
       if (next === Infinity) forget();

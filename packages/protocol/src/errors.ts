@@ -39,6 +39,11 @@ export const errorCatalogue = {
   ACK_BLOCKED: { status: 0, message: 'An earlier failed or retry item of this partition stopped this ack; the message will be redelivered' },
   ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message', detail: '(count {count})' },
   KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max', detail: '{max} of {key}' },
+  WINDOW_REEMITTED: {
+    status: 0,
+    message: 'A closed window was emitted again under the same identity: the sink answered duplicate, so this result was not stored (reported by the runner to onError)',
+    detail: '(window [{start}, {end}) key {key} of partition {partition})',
+  },
 } as const satisfies Record<string, { status: number; message: string; detail?: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
