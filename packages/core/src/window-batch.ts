@@ -107,13 +107,13 @@ interface WorkingRow {
  * read from state, closes every window ripe at `clock` (`windowEnd + grace <=
  * clock`, touched or merely stored), and answers the state ops (each with the
  * expected_version it was read at, 0 for new rows) and the emits. A value
- * whose window is still open (its row is stored, or its end + grace is still
- * after the horizon from before this batch: grace admits) is folded into it.
- * A value is late when its window was already emitted: no row, and ripe at
- * that horizon (lateHorizon: the watermark in event time, the close horizon
- * in processing time). Late values are dropped, with onLate 'include' emitted
- * at once as a window of their own, or with an onLate sink answered in `late`
- * (one per window missed).
+ * whose window is still open (its end + grace is still after the horizon
+ * from before this batch: grace admits; in processing time, also a window
+ * whose row is stored) is folded into it. A value is late when its window
+ * was already emitted: ripe at that horizon (lateHorizon: the watermark in
+ * event time, the close horizon in processing time). Late values are
+ * dropped, with onLate 'include' emitted at once as a window of their own,
+ * or with an onLate sink answered in `late` (one per window missed).
  * Pure: recomputing after a VERSION_CONFLICT with fresh rows is just a re-call.
  */
 export function foldWindowBatch(
@@ -136,7 +136,7 @@ export function foldWindowBatch(
     let wasLate = false;
     for (const w of entry.windows) {
       const key = windowStateKey(tag, w.start, entry.userKey);
-      if (horizon !== undefined && w.end <= horizon.closedThroughMs && !working.has(key) && !stored.has(key)) {
+      if (horizon !== undefined && w.end <= horizon.closedThroughMs && !(horizon.storedRowIsOpen && (working.has(key) || stored.has(key)))) {
         wasLate = true;
         if (options.onLate === 'sink') lateContributions.push({ windowKey: key, entry, window: w, watermarkMs: horizon.watermarkMs, latenessMs: horizon.closedThroughMs - w.end });
         else if (options.onLate === 'include') {

@@ -82,6 +82,15 @@ export interface LateHorizon {
   watermarkMs: number;
   /** `watermarkMs − gracePeriod`: windows ending at or before it were ripe, so closed. */
   closedThroughMs: number;
+  /**
+   * Processing time: a window whose row is still stored was not closed at
+   * the horizon (a close may leave a window open, e.g. one a message in
+   * flight still belongs to), so it is open whatever its end. Event time: no
+   * — a window ripe at the watermark from before the batch is judged closed
+   * whether or not a flush has run yet, so the verdict does not depend on
+   * its timing (with idleTimeoutMs the watermark idles without a write).
+   */
+  storedRowIsOpen: boolean;
 }
 
 /** The horizon a batch's values are judged late against, or undefined when no window of the partition has closed yet. */
@@ -89,10 +98,10 @@ export function lateHorizon(plan: CompiledQuery, prepared: PreparedWindowBatch, 
   const { options, tag } = plan.window!;
   if (options.eventTime) {
     const wm = watermarkBefore(plan, prepared, stored);
-    return wm === undefined ? undefined : { watermarkMs: wm, closedThroughMs: wm - options.gracePeriodMs };
+    return wm === undefined ? undefined : { watermarkMs: wm, closedThroughMs: wm - options.gracePeriodMs, storedRowIsOpen: false };
   }
   const closed = storedCloseHorizon(tag, stored);
-  return closed === undefined ? undefined : { watermarkMs: closed + options.gracePeriodMs, closedThroughMs: closed };
+  return closed === undefined ? undefined : { watermarkMs: closed + options.gracePeriodMs, closedThroughMs: closed, storedRowIsOpen: true };
 }
 
 export interface FoldResult {
