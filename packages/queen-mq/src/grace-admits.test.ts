@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, testStream, uniqueName, type TestBroker } from '@queen-mq/testing';
-import type { LateRecord, WindowPlugin } from '@queen-mq/core';
+import type { WindowPlugin } from '@queen-mq/core';
 import { Stream } from './index.js';
+import { drain } from '../test/helpers.js';
 
 // gracePeriod is how long a window stays open after its end: in event time an
 // out-of-order event for a window grace still holds open (its end + grace is
@@ -20,17 +21,6 @@ const T = Date.parse('2026-01-05T10:00:00.000Z');
 const S = 1000;
 const iso = (epochMs: number) => new Date(epochMs).toISOString();
 
-/** Everything on `queue` so far (auto-acked, so each call answers what is new). */
-async function drain(queue: string): Promise<LateRecord[]> {
-  const got: LateRecord[] = [];
-  for (;;) {
-    const res = await b.http('GET', `/api/v1/pop/queue/${encodeURIComponent(queue)}?batch=1000&autoAck=true`);
-    if (res.status === 204 || res.status === 404) return got;
-    expect(res.status).toBe(200);
-    got.push(...res.body.messages.map((m: { data: LateRecord }) => m.data));
-  }
-}
-
 const every90s: WindowPlugin = {
   kind: 'grace-every-90s',
   shape: { seconds: 90 },
@@ -43,6 +33,17 @@ const every90s: WindowPlugin = {
 
 const eventTime = (m: any) => m.data.ts;
 const GRACE = 30;
+
+/** A one-minute window [10:00, 10:01) with 30 s of grace: the same timeline for tumbling and cron unit. */
+const minuteTimeline = {
+  first: T + 10 * S,
+  ahead: T + 70 * S,
+  inGrace: T + 20 * S,
+  closing: T + 95 * S,
+  late: T + 30 * S,
+  emitted: [{ start: T, end: T + 60 * S, count: 2 }],
+  missed: { start: T, end: T + 60 * S, latenessMs: 5 * S },
+};
 
 /**
  * Per kind, event times in order of pushing: `first` opens the window W;
@@ -67,23 +68,13 @@ const cases: {
   {
     name: 'tumbling',
     build: (s, q) => s.windowTumbling({ seconds: 60, gracePeriod: GRACE, eventTime, onLate: { name: q } }),
-    first: T + 10 * S,
-    ahead: T + 70 * S,
-    inGrace: T + 20 * S,
-    closing: T + 95 * S,
-    late: T + 30 * S,
-    emitted: [{ start: T, end: T + 60 * S, count: 2 }],
-    missed: { start: T, end: T + 60 * S, latenessMs: 5 * S },
+    ...minuteTimeline,
   },
   {
     // [09:59, 10:01) and [10:00, 10:02): the in-grace event counts in both; the late one misses only the first.
     name: 'sliding',
     build: (s, q) => s.windowSliding({ size: 120, slide: 60, gracePeriod: GRACE, eventTime, onLate: { name: q } }),
-    first: T + 10 * S,
-    ahead: T + 70 * S,
-    inGrace: T + 20 * S,
-    closing: T + 95 * S,
-    late: T + 30 * S,
+    ...minuteTimeline,
     emitted: [{ start: T - 60 * S, end: T + 60 * S, count: 2 }],
     missed: { start: T - 60 * S, end: T + 60 * S, latenessMs: 5 * S },
   },
@@ -105,13 +96,7 @@ const cases: {
   {
     name: 'cron unit',
     build: (s, q) => s.windowCron({ every: 'minute', gracePeriod: GRACE, eventTime, onLate: { name: q } }),
-    first: T + 10 * S,
-    ahead: T + 70 * S,
-    inGrace: T + 20 * S,
-    closing: T + 95 * S,
-    late: T + 30 * S,
-    emitted: [{ start: T, end: T + 60 * S, count: 2 }],
-    missed: { start: T, end: T + 60 * S, latenessMs: 5 * S },
+    ...minuteTimeline,
   },
   {
     name: 'cron expression',
@@ -155,7 +140,7 @@ describe('gracePeriod admits (event time)', () => {
         expect(await t.push([{ ts: c.ahead }])).toEqual([]);
         // Past the window's end, within its grace: folded, nothing late.
         expect(await t.push([{ ts: c.inGrace }])).toEqual([]);
-        expect(await drain(late)).toEqual([]);
+        expect(await drain(b, late, 'read')).toEqual([]);
         expect(t.metrics().lateEventsTotal).toBe(0);
 
         const closed = (await t.push([{ ts: c.closing }])).map((e) => e.data);
@@ -163,7 +148,7 @@ describe('gracePeriod admits (event time)', () => {
 
         // Its window emitted: late.
         expect(await t.push([{ ts: c.late }])).toEqual([]);
-        const records = await drain(late);
+        const records = (await drain(b, late, 'read')).map((r) => r.data);
         expect(records).toEqual([
           expect.objectContaining({ offset: '5', eventTimeMs: c.late, window: { start: c.missed.start, end: c.missed.end }, watermarkMs: c.closing, latenessMs: c.missed.latenessMs }),
         ]);

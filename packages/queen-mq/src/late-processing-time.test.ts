@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, testStream, uniqueName, type TestBroker } from '@queen-mq/testing';
-import type { LateRecord } from '@queen-mq/core';
 import { Stream } from './index.js';
+import { drain } from '../test/helpers.js';
 
 // Processing time: a value read after its window was emitted (a message
 // stamped before the window's end but read after an idle flush closed it; a
@@ -16,17 +16,6 @@ beforeAll(async () => {
   b = await startTestBroker({ virtualClock: '2026-01-05T10:00:00.000Z' });
 });
 afterAll(async () => b?.stop());
-
-/** Everything on `queue` so far (auto-acked, so each call answers what is new). */
-async function drain(queue: string): Promise<{ data: LateRecord }[]> {
-  const got = [];
-  for (;;) {
-    const res = await b.http('GET', `/api/v1/pop/queue/${encodeURIComponent(queue)}?batch=1000&autoAck=true`);
-    if (res.status === 204 || res.status === 404) return got;
-    expect(res.status).toBe(200);
-    got.push(...res.body.messages);
-  }
-}
 
 /** Moves the query's consumer group back to the start of the source partition: the runner reads its messages again. */
 async function seekBack(src: string, queryId: string): Promise<void> {
@@ -57,7 +46,7 @@ describe('processing time: a value for a window already emitted is late', () => 
       // The group reads both messages again (a seek back): their window was emitted.
       await seekBack(src, t.queryId);
       expect(await t.advance(1_000)).toEqual([]);
-      const records = (await drain(late)).map((r) => r.data);
+      const records = (await drain(b, late, 'read')).map((r) => r.data);
       expect(records).toEqual([
         expect.objectContaining({ offset: '1', eventTimeMs: T, window: { start: T, end: T + 60_000 }, watermarkMs: T + 61_000, latenessMs: 1_000, value: { n: 1 } }),
         expect.objectContaining({ offset: '2', eventTimeMs: T, window: { start: T, end: T + 60_000 }, watermarkMs: T + 61_000, latenessMs: 1_000, value: { n: 2 } }),
@@ -72,7 +61,7 @@ describe('processing time: a value for a window already emitted is late', () => 
       // A new message after that opens its own window as usual.
       expect(await t.push([{ n: 5 }])).toEqual([]);
       expect((await t.advance(60_000)).map((e) => e.data)).toEqual([{ count: 1, sum: 5 }]);
-      expect(await drain(late)).toEqual([]);
+      expect(await drain(b, late, 'read')).toEqual([]);
     } finally {
       await t.stop();
     }
