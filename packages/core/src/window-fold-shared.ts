@@ -65,7 +65,7 @@ export interface LateContribution {
  * `closedThroughMs` (strictly before for a merging window, whose end is
  * inclusive) — exactly the windows a close at that clock makes ripe.
  */
-export interface LateHorizon {
+interface LateHorizon {
   /**
    * Event time: the watermark before the batch (max event time −
    * allowedLateness, or idled forward). Processing time: the clock of the
