@@ -167,21 +167,30 @@ describe('window cycle state read', () => {
   }
 });
 
+/**
+ * A processing-time query over a fresh partition holding `count` messages of
+ * key a, pushed at once (one createdAt, so one minute), and a cycle that pops
+ * two of them and runs one window cycle: its outcome and the state reads it made.
+ */
+async function carriedSetup(prefix: string, count: number) {
+  const plan = plans['processing time']();
+  const { rt, reads } = await context(plan);
+  (rt as { clock: unknown }).clock = { local: () => Date.now() };
+  const partition = uniqueName(prefix);
+  await queen.queue('src').partition(partition).push(Array.from({ length: count }, (_, i) => ({ payload: { k: 'a', i } })));
+  const cycle = async () => {
+    const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
+    const [batch] = groupByPartition(pop!);
+    const before = reads();
+    const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
+    return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
+  };
+  return { plan, rt, partition, cycle };
+}
+
 describe('carried window state', () => {
   it('S10 processing time: the cycle after this runner\'s own skips its state read; a change by another writer meanwhile is caught by the versions', async () => {
-    const plan = plans['processing time']();
-    const { rt, reads } = await context(plan);
-    (rt as { clock: unknown }).clock = { local: () => Date.now() };
-    const partition = uniqueName('carried');
-    await queen.queue('src').partition(partition).push(Array.from({ length: 10 }, (_, i) => ({ payload: { k: 'a', i } })));
-    /** Pops two messages of the partition and runs one window cycle over them: the outcome and the state reads it made. */
-    const cycle = async () => {
-      const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
-      const [batch] = groupByPartition(pop!);
-      const before = reads();
-      const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
-      return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
-    };
+    const { rt, partition, cycle } = await carriedSetup('carried', 10);
     const row = async (partitionId: string) => {
       const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId });
       expect(rows).toHaveLength(1);
@@ -209,22 +218,10 @@ describe('carried window state', () => {
     await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g', autoAck: true });
     expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 1 });
     expect((await row(first.partitionId)).value.acc.count).toBe(104);
-    });
+  });
 
   it('processing time: another runner\'s flush closes the carried window; the next cycle conflicts, reads afresh and judges its values late (never a fresh row)', async () => {
-    const plan = plans['processing time']();
-    const { rt, reads } = await context(plan);
-    (rt as { clock: unknown }).clock = { local: () => Date.now() };
-    const partition = uniqueName('carried-late');
-    // One push: every message shares one createdAt, so one minute.
-    await queen.queue('src').partition(partition).push(Array.from({ length: 4 }, (_, i) => ({ payload: { k: 'a', i } })));
-    const cycle = async () => {
-      const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
-      const [batch] = groupByPartition(pop!);
-      const before = reads();
-      const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
-      return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
-    };
+    const { plan, rt, cycle } = await carriedSetup('carried-late', 4);
     const first = await cycle();
     expect(first).toMatchObject({ outcome: 'committed', reads: 1 });
     const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: first.partitionId });
