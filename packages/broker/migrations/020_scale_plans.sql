@@ -43,6 +43,7 @@ alter function queen.log_claimable_of_v1(uuid[], text) set enable_seqscan = off;
 alter function queen.log_pop_return_v1(text, uuid, boolean, jsonb) set enable_seqscan = off;
 alter function queen.log_pop_dead_letter_v1(text, uuid, boolean, text, jsonb) set enable_seqscan = off;
 alter function queen.log_extend_lease_v1(uuid, integer) set enable_seqscan = off;
+alter function queen.message_traceparents_v1(uuid[], bigint[]) set enable_seqscan = off;
 -- ack
 alter function queen.log_ack_run_v1(text, uuid, uuid, bigint[], text[]) set enable_seqscan = off;
 alter function queen.log_ack_v1(text, jsonb) set enable_seqscan = off;

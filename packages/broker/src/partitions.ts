@@ -25,9 +25,15 @@ const PARTITION_CACHE_MAX = 50_000;
 export class PartitionDirectory {
   private readonly cache: ClockCache<string, PartitionRef>;
 
+  /**
+   * `onMissed`: told how many partitions each call had to ask the database
+   * for (created, or not cached yet): statistics.ts refreshes the planner's
+   * row counts as they grow.
+   */
   constructor(
     private readonly db: Database,
     maxCached = PARTITION_CACHE_MAX,
+    private readonly onMissed: (count: number) => void = () => undefined,
   ) {
     this.cache = new ClockCache(maxCached);
   }
@@ -59,6 +65,7 @@ export class PartitionDirectory {
         this.cache.set(key(r.queue_name, r.partition_name), ref);
         out.set(key(r.queue_name, r.partition_name), ref);
       }
+      this.onMissed(missing.size);
     }
     return out;
   }

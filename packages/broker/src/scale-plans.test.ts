@@ -5,6 +5,7 @@ import { startTestBroker, type TestBroker } from '@queen-mq/testing';
 import { ACK_RUN_SQL, ACK_SQL } from './ack.js';
 import { POP_SQL } from './pop.js';
 import { PUSH_RUN_SQL } from './push.js';
+import { CREATED_PER_CHECK, StatisticsKeeper } from './statistics.js';
 
 // Issue 31: plans a connection made while the tables were tiny (autovacuum
 // analyzes a fresh database early) must not scan them whole once they grew.
@@ -92,10 +93,34 @@ describe('hot statements stay on their indexes after the database grew', () => {
         'queen.ensure_partitions_v1', 'queen.log_append_v1', 'queen.log_append_advance_v1', 'queen.log_push_many_v1',
         'queen.log_pop_v3', 'queen.pop_target_v1', 'queen.log_claimable_any_v1', 'queen.log_claimable_of_v1',
         'queen.log_ack_run_v1', 'queen.log_ack_v1', 'queen.log_ack_items_v1', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
-        'queen.log_streams_cycle_v1',
+        'queen.log_streams_cycle_v1', 'queen.message_traceparents_v1',
       ]],
     );
-    expect(rows).toHaveLength(14);
+    expect(rows).toHaveLength(15);
     for (const r of rows) expect(r.config, r.fn).toContain('enable_seqscan=off');
   });
+
+  it('the broker analyzes the partition tables once clients created CREATED_PER_CHECK partitions and they more than doubled', async () => {
+    // Autovacuum is off on these tables here: only the broker can refresh them.
+    const reltuples = async () => Number((await b.sql.query(`select reltuples from pg_class where oid = 'queen.partitions'::regclass`)).rows[0].reltuples);
+    await b.sql.query('analyze queen.partitions');
+    const before = await reltuples();
+    const live = Number((await b.sql.query('select count(*) from queen.partitions')).rows[0].count);
+    expect(before).toBe(live);
+    // More than double, over HTTP, in pushes of 500 new partitions each.
+    const queue = `grow-${randomUUID()}`;
+    const created = Math.max(CREATED_PER_CHECK, live + 3_000);
+    for (let i = 0; i < created; i += 500) {
+      const items = Array.from({ length: Math.min(500, created - i) }, (_, j) => ({ queue, partition: `p${i + j}`, payload: 1 }));
+      expect((await b.http('POST', '/api/v1/push', { items })).status).toBe(201);
+    }
+    // Refreshed at least once, and now within a factor of two of the live rows.
+    const deadline = Date.now() + 20_000;
+    while ((await reltuples()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const after = await reltuples();
+    expect(after).toBeGreaterThan(before);
+    expect(2 * after + 2_000).toBeGreaterThanOrEqual(live + created);
+    // Nothing left to do until the tables double again.
+    expect(await new StatisticsKeeper(b.ctx.db, b.ctx.log).check()).toEqual([]);
+  }, 120_000);
 });
