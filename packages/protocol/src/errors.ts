@@ -10,6 +10,8 @@
 export const errorCatalogue = {
   INVALID_JSON: { status: 400, message: 'Request body is not valid JSON' },
   VALIDATION_FAILED: { status: 400, message: 'Request validation failed' },
+  SCHEDULE_INVALID_CRON: { status: 400, message: 'The cron expression is invalid or never fires (5 fields, or 6 with seconds first)' },
+  SCHEDULE_INVALID_TIME_ZONE: { status: 400, message: 'The time zone is not an IANA name this broker knows (e.g. "Europe/Berlin")' },
   AUTH_REQUIRED: { status: 401, message: 'Authorization: Bearer token required' },
   AUTH_INVALID: { status: 401, message: 'Invalid token' },
   FORBIDDEN: { status: 403, message: 'Token level is below what this route requires' },
@@ -21,6 +23,7 @@ export const errorCatalogue = {
   CONSUMER_GROUP_NOT_FOUND: { status: 404, message: 'Consumer group not found' },
   QUERY_NOT_FOUND: { status: 404, message: 'Stream query not found' },
   KV_NOT_FOUND: { status: 404, message: 'Key not found' },
+  SCHEDULE_NOT_FOUND: { status: 404, message: 'Schedule not found' },
   CONFIG_HASH_MISMATCH: { status: 409, message: 'Stream query registered with a different config_hash; pass reset:true to replace it' },
   VERSION_CONFLICT: { status: 409, message: 'Version conflict', detail: 'on {key} (expected version {expected}, current {currentVersion})' },
   KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range', detail: '({key}; integers are exact within ±(2^53−1))' },
