@@ -42,7 +42,7 @@ Operations:
   kv list <namespace>              [--prefix p] [--after key] [--limit n]
   kv delete <namespace> <key>      [--expected-version n]
   schedules list                   recurring schedules with their next fire time
-  schedules add <name> <cron> <queue> [json]   create or replace: one message per fire time
+  schedules add <name> <cron> <queue> [json]   create or replace (quote the cron): one message per fire time
       [--tz zone (default UTC)] [--partition p] [--missed skip|one|all (default one)]
   schedules delete <name>
 
