@@ -43,7 +43,7 @@ export function compileSchedule(cron: string, timeZone: string): ScheduleClock {
 }
 
 /** Stored as next_fire_at when an expression has no fire time left (croner answers none). */
-export const NEVER = new Date(Date.UTC(9999, 11, 31));
+const NEVER = new Date(Date.UTC(9999, 11, 31));
 
 /** The first fire time strictly after `t`. */
 export function fireAfter(clock: ScheduleClock, t: Date): Date {
@@ -51,7 +51,7 @@ export function fireAfter(clock: ScheduleClock, t: Date): Date {
 }
 
 /** What one fire pass pushes for a schedule, and where it goes on. */
-export interface DueFires {
+interface DueFires {
   /** Fire times to push now, ascending. */
   fire: Date[];
   /** The new next_fire_at: the first fire time after the last one considered. */

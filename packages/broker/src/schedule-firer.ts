@@ -32,7 +32,7 @@ interface DueRow {
 }
 
 /** `schedule:<name>:<fire time ISO>`: the same fire time is the same message whichever broker pushes it. */
-export function scheduleTransactionId(name: string, fireTime: Date): string {
+function scheduleTransactionId(name: string, fireTime: Date): string {
   return `schedule:${name}:${fireTime.toISOString()}`;
 }
 
