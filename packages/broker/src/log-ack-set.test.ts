@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { ackResultsOf, runAnswerOf, runOf, type AckRunRow } from './ack.js';
+import { ackResultsOf } from '@queen-mq/protocol';
+import { runAnswerOf, runOf, type AckRunRow } from './ack.js';
 
 // queen.log_ack_v1 answers the common request (every item completed, inside
 // its lease) with one cursor move per partition, and hands everything else to

@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
+import { pushResultOf, QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload, queueMaxSizes } from './encryption.js';
 import { registerRoute } from './http.js';
-import { pushResultOf } from './push-results.js';
 import { tally } from './metrics.js';
 
 /** One row of queen.log_push_many_v1, in input order (the offset as text: pg reads int8 so). */

@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { errorMessage, isErrorCode, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
+import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
-import { pushResultOf } from './push-results.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
@@ -59,6 +58,8 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       sink_items: sinkItems,
       ack: body.ack,
       release_lease: body.release_lease,
+      // An idle flush's guard (019_flush_guard.sql); absent on a cycle with an ack.
+      ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,
     };
@@ -101,7 +102,7 @@ export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): voi
       perQuery.recordError(body.query_id, err instanceof QueenError ? err.code : 'INTERNAL_ERROR');
       throw err;
     }
-    cycles.inc({ result: result.success ? 'success' : 'failure' });
+    cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : 'failure' });
     perQuery.recordResult(body, result);
     return result;
   });

@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
-import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
-import { ackResultsOf, type AckAnswer } from './ack.js';
+import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, appendStatement, type AllocatorResult } from './push.js';
-import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
 
 /**
