@@ -65,7 +65,7 @@ export async function allocatorItems(
 const PUSH_CAPPED_SQL: NamedStatement = { name: 'queen_push_capped', text: 'select * from queen.log_push_capped_v1($1::jsonb, $2, $3::jsonb)' };
 
 /** Seconds a 429 QUEUE_FULL asks the producer to wait (Retry-After, and `retryAfter` in the body). */
-export const QUEUE_FULL_RETRY_AFTER_S = 1;
+const QUEUE_FULL_RETRY_AFTER_S = 1;
 
 /**
  * Appends items to queues of which some have a maxSize (`bounded`: queue →
