@@ -32,6 +32,8 @@ export interface BrokerContext {
   features: BrokerFeatures;
   /** The timer firer's own state. */
   timers: { heldWarned: boolean };
+  /** The schedule firer: `wake()` ends its sleep (a schedule was created or replaced here). */
+  schedules: { wake(): void };
 }
 
 /** The hooks feature plugins (the KV, the timer service) fill in when composed into a broker. */
