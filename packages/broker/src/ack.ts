@@ -4,6 +4,7 @@ import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
+import type { WaitRoom } from './wait-room.js';
 
 /**
  * The SQL of an ack request, parsed once per connection: the ack, then (in
@@ -116,6 +117,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   const claimable = new Set(acked.claimable);
   const woken = new Set<string>();
   results.forEach((r, i) => {
+    if (r.retryAt && r.queueName && r.partitionName) wakeAtRetry(room, group, r.queueName, r.partitionName, r.retryAt);
     if (!r.leaseReleased || !r.queueName || !r.partitionName) return;
     const key = `${r.queueName}\u0000${r.partitionName}`;
     if (woken.has(key)) return;
@@ -125,6 +127,18 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
     }
   });
   return results;
+}
+
+/**
+ * A failed item held its partition back for the queue's retry delay: this
+ * broker's parked pops of the group for it are woken when the delay passes
+ * (a timer, not a re-check: the re-check runs once a second). Other brokers'
+ * parked pops see it at their next re-check.
+ */
+function wakeAtRetry(room: WaitRoom, group: string, queue: string, partition: string, retryAt: string): void {
+  // A few ms late on purpose: PostgreSQL's clock stamped retryAt, and a wake before it finds nothing.
+  const timer = setTimeout(() => room.wakeGroup(queue, group, [partition]), Math.max(0, Date.parse(retryAt) - Date.now()) + 5);
+  timer.unref();
 }
 
 function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): void {
