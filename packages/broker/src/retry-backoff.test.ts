@@ -164,6 +164,18 @@ describe('retry backoff', () => {
     for (const ms of latencies) expect(ms).toBeLessThan(150);
   });
 
+  it('a seek ends a running retry delay, as it ends the lease', async () => {
+    const q = uniqueName('rb-seek');
+    await configure(q, { retryDelay: 60000 });
+    await push(q, 'p', ['s1', 's2']);
+    const [m] = await pop(q, 'g');
+    await ackOne(m, 'g', 'failed');
+    expect(await pop(q, 'g')).toEqual([]);
+    const seek = await b.http('POST', `/api/v1/consumer-groups/g/queues/${q}/seek`, { timestamp: '2020-01-01T00:00:00Z' });
+    expect(seek.status).toBe(200);
+    expect((await pop(q, 'g')).map((x) => x.data)).toEqual(['s1', 's2']);
+  });
+
   it('rejects a retryBackoff it does not know with a 400', async () => {
     const r = await configure(uniqueName('rb-bad'), { retryBackoff: 'linear' });
     expect(r.status).toBe(400);
