@@ -85,6 +85,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       push_items: pushItems,
       ack: c.ack,
       ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
+      ...(rt.version ? { version: rt.version } : {}),
     }),
   );
   if (res.success) {
@@ -101,6 +102,12 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
     return 'committed';
   }
   if (res.code === 'VERSION_CONFLICT') return 'conflict';
+  if (res.code === 'QUERY_VERSION_CHANGED') {
+    // Two versions of a query never run at once: this one was superseded, so it stops (the batch returns with its lease).
+    rt.report(cycleFailure(res), { phase: c.ack ? 'cycle' : 'flush', partitionId: c.partitionId });
+    rt.halt();
+    return 'not-committed';
+  }
   if (c.ack && res.code && LEASE_LOST.has(res.code)) {
     rt.events.emit('lease:lost', { partitionId: c.partitionId, leaseId: c.ack.leaseId, code: res.code });
   } else {

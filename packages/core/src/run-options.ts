@@ -17,6 +17,12 @@ export interface RunOptions {
   maxWaitMillis?: number;
   /** Wipe the query's state and accept a changed chain (the answer to a 409). Default false. */
   reset?: boolean;
+  /**
+   * `'keep-state'`: resume a query whose new version changes what its state
+   * folds (the plan says `keep-state`) with its rows as they are. A
+   * state-incompatible stage still needs `reset` or a `migrateState`.
+   */
+  upgrade?: 'keep-state';
   /** Consumer group on the source. Default `streams.<queryId>`. */
   consumerGroup?: string;
   /** Called for every failure; the runner keeps going (a failed batch returns with its lease). */
@@ -49,6 +55,11 @@ export const runOptionsSchema = z.object({
   maxPartitions: int(1, 1000, 4, 'Partitions one pop may claim'),
   maxWaitMillis: int(0, 300000, 1000, 'Long-poll bound of a pop', ' (ms)'),
   reset: option(z.boolean().optional(), { description: "Wipe the query's state and accept a changed chain (the answer to a 409 `CONFIG_HASH_MISMATCH`)", rule: 'must be a boolean', default: 'false' }),
+  upgrade: option(z.enum(['keep-state']).optional(), {
+    description: "`'keep-state'`: resume a new version whose plan says `keep-state` (state-compatible stages) with its state rows as they are; see \"Deploying a new version of a query\"",
+    rule: "must be 'keep-state'",
+    type: "'keep-state'",
+  }),
   consumerGroup: option(z.string().min(1).optional(), { description: 'Consumer group on the source', rule: 'must be a non-empty string', default: '`streams.<queryId>`' }),
   onError: fn<(error: Error, info: ErrorInfo) => void>(
     'Called for every failure; the runner keeps going (a failed batch returns with its lease). `info`: `{phase, partitionId?, offset?}`, phases `register pop state-get window-apply operator gate-eval cycle flush lease-extend`',
