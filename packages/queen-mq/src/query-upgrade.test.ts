@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
+import { stepQuery } from '@queen-mq/core';
 import { Queen, QueenError, Stream, type MigratedRow, type SourceMessage } from './index.js';
-import { collectUntil, push, runDefaults, SEP, stateRows, useStreamBroker } from '../test/helpers.js';
+import { collectUntil, configureSource, push, sleep, runDefaults, SEP, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // Queries that evolve (issue 33), over a real broker: a new version of a
 // query is compared with the registered one stage by stage; a change that
@@ -128,8 +129,8 @@ describe('deploying a new version of a query', () => {
     const h1 = await v1(src, sink).run({ queryId, url: b.url, ...run });
     const pa = await push(b, src, [{ ts: at(0, 5), amount: 1 }, { ts: at(0, 6), amount: 2 }], 'a');
     const pb = await push(b, src, [{ ts: at(0, 7), amount: 4 }], 'b');
-    const held = async (partitionId: string) => (await stateRows(b, h1.queryUuid, partitionId)).length === 2;
-    await eventually(async () => (await held(pa[0]!.partition_id)) && held(pb[0]!.partition_id), 10000);
+    const holds = async (partitionId: string) => (await stateRows(b, h1.queryUuid, partitionId)).length === 2;
+    await eventually(async () => (await holds(pa[0]!.partition_id)) && holds(pb[0]!.partition_id), 10000);
     await h1.stop();
 
     // Version 2 adds a field to the reducer: the rows' meaning changes, and migrateState fills it in.
@@ -149,9 +150,21 @@ describe('deploying a new version of a query', () => {
     expect(plan.plan.verdict).toBe('keep-state');
     expect(plan.plan.stages.find((s) => s.name === 'reducer')).toMatchObject({ change: 'state-incompatible', state_action: 'migrate' });
 
-    const [r1, r2] = await Promise.all([v2().run({ queryId, url: b.url, ...run }), v2().run({ queryId, url: b.url, ...run })]);
-    track(r1!);
-    track(r2!);
+    // Partition a's lock held from another connection: the runner that claims a cannot commit its migration,
+    // and the other one must wait for it rather than run, or migrate a second time.
+    const held = await b.sql.connect();
+    const lockA = [h1.queryUuid, pa[0]!.partition_id];
+    await held.query(`select pg_advisory_lock(hashtextextended($1::uuid::text || ':' || $2::uuid::text, 0))`, lockA);
+    let started = 0;
+    const starting = [v2().run({ queryId, url: b.url, ...run }), v2().run({ queryId, url: b.url, ...run })].map((p) => p.then((h) => (started++, track(h))));
+    const claimed = async () =>
+      (await b.sql.query('select 1 from queen_streams.state_migrations where partition_id = $1 and claim_id is not null and done_at is null', [pa[0]!.partition_id])).rowCount === 1;
+    await eventually(claimed, 10000);
+    await sleep(500);
+    expect(started).toBe(0); // neither version-2 runner runs before partition a is migrated
+    await held.query(`select pg_advisory_unlock(hashtextextended($1::uuid::text || ':' || $2::uuid::text, 0))`, lockA);
+    held.release();
+    const [r1] = await Promise.all(starting);
     // One call per window row, whichever runner claimed its partition; the watermark rows are never handed over.
     expect(calls.sort()).toEqual([`tumb:60${SEP}${at(0, 0)}${SEP}${pa[0]!.partition_id}`, `tumb:60${SEP}${at(0, 0)}${SEP}${pb[0]!.partition_id}`].sort());
     const { rows } = await b.sql.query<{ partition_id: string; done: boolean; rows_written: number }>(
@@ -173,5 +186,31 @@ describe('deploying a new version of a query', () => {
     // A third runner of the same version finds nothing left to migrate.
     track(await v2().run({ queryId, url: b.url, ...run }));
     expect(calls).toHaveLength(2);
+  });
+
+  it('two versions never commit at once: once a new version is registered, a runner of the old one is refused QUERY_VERSION_CHANGED; the new one takes over', async () => {
+    const { src, sink, queryId } = await names('upg-fence');
+    await configureSource(b, src, { leaseTime: 1 });
+    // The code hash is the functions' source text: the two versions differ in it (a captured variable would not).
+    const tags = [(m: SourceMessage<{ x: number }>) => ({ v: 1, x: m.data.x }), (m: SourceMessage<{ x: number }>) => ({ v: 2, x: m.data.x })];
+    const version = (v: number) => Stream.from<{ x: number }>(queen.queue(src)).map(tags[v - 1]!, { name: 'tag' }).to(queen.queue(sink));
+    const errors: string[] = [];
+    const old = track(await stepQuery(version(1).compile(), { queryId, url: b.url, ...run, onError: (e: Error) => errors.push((e as QueenError).code) }));
+    await push(b, src, [{ x: 1 }]);
+    expect(await old.step()).toBe(1);
+
+    // Version 2 (the map's code changed: safe, no consent needed) is registered; its runner is not running yet.
+    await (await version(2).run({ queryId, url: b.url, ...run })).stop();
+    await push(b, src, [{ x: 2 }]);
+    expect(await old.step()).toBe(1); // popped, but its commit is refused
+    expect(errors).toEqual(['QUERY_VERSION_CHANGED']);
+    expect(old.metrics().cyclesTotal).toBe(1);
+
+    track(await version(2).run({ queryId, url: b.url, ...run }));
+    const got = await collectUntil(b, sink, (all) => all.length >= 2, 10000, 300);
+    expect(got.map((m) => m.data)).toEqual([
+      { v: 1, x: 1 },
+      { v: 2, x: 2 },
+    ]);
   });
 });
