@@ -110,6 +110,8 @@ export function planStages(registered: readonly StreamStage[], proposed: readonl
     }
     stages.push({ name: s.name, kind: s.kind, change, stateful: s.stateful, state_rows: rows, state_action: action });
   }
+  // The stateful stages of a chain share the query's rows: when one drops them, every one does.
+  if (stages.some((s) => s.stateful && s.state_action === 'drop')) for (const s of stages) if (s.stateful && s.state_rows > 0) s.state_action = 'drop';
   for (const old of registered) {
     if (after.has(old.name)) continue;
     const rows = old.stateful ? stateRows : 0;
