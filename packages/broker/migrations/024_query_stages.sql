@@ -9,6 +9,9 @@ alter table queen_streams.queries add column proposed jsonb;
 -- hashes included (config_hash covers the structure only). Null: a query
 -- registered without stages, never fenced.
 alter table queen_streams.queries add column version text;
+-- stateTtlSeconds of a gate (issue 33): the maintenance pass deletes a key's
+-- row once it has not been written for this long. Null: rows never expire.
+alter table queen_streams.queries add column state_ttl_seconds int;
 
 -- A migration of a query's state to a new version, one row per partition
 -- that held state when the version was registered: a runner claims it (for

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { QueenError, streamRoutes, type MigrationCommitBody } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { lockShard } from './stream-shard-lock.js';
 
 // A version that rewrites state (`migrateState`, issue 33) is applied once per
 // partition: a runner claims the partition's migration row, reads the rows,
@@ -11,8 +12,6 @@ import { registerRoute } from './http.js';
 // row done. A second runner of the same version finds it claimed and waits
 // (or takes it over once the claim's lease ran out: its claimer died).
 
-/** The (query, partition) lock every cycle of the shard takes (queen_streams.apply_element). */
-const SHARD_LOCK = `select pg_advisory_xact_lock(hashtextextended($1::uuid::text || ':' || $2::uuid::text, 0))`;
 
 interface MigrationRow {
   claim_id: string | null;
@@ -30,7 +29,7 @@ async function lockVersion(c: pg.PoolClient, queryId: string, version: string): 
 async function commitMigration(ctx: BrokerContext, body: MigrationCommitBody) {
   return ctx.db.transaction(async (c) => {
     await lockVersion(c, body.query_id, body.version);
-    await c.query(SHARD_LOCK, [body.query_id, body.partition_id]);
+    await lockShard(c, body.query_id, body.partition_id);
     const { rows } = await c.query<{ claim_id: string | null; done: boolean }>(
       `select claim_id, done_at is not null as done from queen_streams.state_migrations
         where query_id = $1 and partition_id = $2 and version = $3 for update`,

@@ -34,9 +34,9 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
     let row = (await select()).rows[0];
     if (!row) {
       const inserted = await c.query<QueryRow>(
-        `insert into queen_streams.queries (name, source_queue, sink_queue, config_hash, stages, version) values ($1, $2, $3, $4, $5, $6)
+        `insert into queen_streams.queries (name, source_queue, sink_queue, config_hash, stages, version, state_ttl_seconds) values ($1, $2, $3, $4, $5, $6, $7)
          on conflict (name) do nothing returning query_id, name, config_hash`,
-        [body.name, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version],
+        [body.name, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
       );
       if (inserted.rows[0]) {
         return { success: true as const, query_id: inserted.rows[0].query_id, name: body.name, config_hash: body.config_hash, fresh: true, reset: false, pending_migrations: [], version };
@@ -61,9 +61,10 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
       throw configHashMismatch(body, row);
     }
     await c.query(
-      `update queen_streams.queries set source_queue = $2, sink_queue = $3, config_hash = $4, stages = $5, version = $6, proposed = null, updated_at = now()
+      `update queen_streams.queries set source_queue = $2, sink_queue = $3, config_hash = $4, stages = $5, version = $6, proposed = null,
+              state_ttl_seconds = $7, updated_at = now()
         where query_id = $1`,
-      [row.query_id, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version],
+      [row.query_id, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
     );
     const pending = version ? await pendingMigrations(c, row.query_id, version) : [];
     return { success: true as const, query_id: row.query_id, name: row.name, config_hash: body.config_hash, fresh: false, reset: body.reset, ...(plan ? { plan } : {}), pending_migrations: pending, version };

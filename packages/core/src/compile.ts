@@ -24,6 +24,8 @@ export interface CompiledQuery {
   readonly stages: readonly StreamStage[];
   /** The stage given a `migrateState`, if any (one per chain: the query's rows are migrated once). */
   readonly migration?: { stage: string; migrateState: MigrateState };
+  /** The gate's `stateTtlSeconds`: its key rows expire after that long unwritten (the broker's maintenance pass). */
+  readonly stateTtlSeconds?: number;
   readonly sourceQueue: string;
   /**
    * The one partition of the source this query reads (a pinned source), or
@@ -84,6 +86,7 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
     structure,
     stages,
     ...(migrating[0] ? { migration: migrating[0] } : {}),
+    ...(chain.some((s) => s.stateTtlSeconds !== undefined) ? { stateTtlSeconds: chain.find((s) => s.stateTtlSeconds !== undefined)!.stateTtlSeconds } : {}),
     sourceQueue,
     sourcePartition: sourcePartition ?? null,
     sinkQueue: sink?.sinkQueue ?? null,

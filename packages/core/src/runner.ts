@@ -47,6 +47,7 @@ async function registerQuery(api: StreamsApi, plan: CompiledQuery, settings: Run
       stages: [...plan.stages],
       ...(settings.upgrade ? { upgrade: settings.upgrade } : {}),
       migrate: plan.migration ? [plan.migration.stage] : [],
+      state_ttl_seconds: plan.stateTtlSeconds ?? null,
     });
   } catch (err) {
     if (err instanceof QueenError && err.code === 'CONFIG_HASH_MISMATCH') {

@@ -74,7 +74,7 @@ export class Stream<T = SourceMessage> {
   pipe<U = T>(stage: PipeStage, options?: StageOptions): Stream<U> {
     const s = stage as { kind?: unknown; code?: string; transform?: unknown; key?: unknown; evaluate?: unknown; shape?: unknown } | null;
     const code = s?.code ?? codeOf(s?.transform ?? s?.key ?? s?.evaluate, s?.shape);
-    return this.append<U>({ type: 'pipe', stage, ...stageMeta(`.${String(s?.kind ?? 'pipe')}()`, options, code, s?.kind === 'gate') });
+    return this.append<U>({ type: 'pipe', stage, ...stageMeta(`.${String(s?.kind ?? 'pipe')}()`, options, code, s?.kind === 'gate', s?.kind === 'gate') });
   }
 
   map<U>(fn: (value: T, ctx: OperatorContext) => U, options?: StageOptions): Stream<U> {

@@ -36,6 +36,8 @@ export const streamRegisterBody = z.object({
   upgrade: z.enum(['keep-state']).optional(),
   /** Extension: names of the stages given a `migrateState`: their rows are rewritten once per partition before the new version runs. */
   migrate: z.array(z.string().min(1).max(200)).max(100).default([]),
+  /** Extension: a key's state row not written for this many seconds is deleted by the maintenance pass (a gate's `stateTtlSeconds`); absent or null: never. */
+  state_ttl_seconds: z.number().int().min(1).max(315_360_000).nullable().optional(),
 });
 export type StreamRegisterBody = z.infer<typeof streamRegisterBody>;
 
