@@ -289,6 +289,9 @@ describe('queen operator commands', () => {
     expect(table.stdout).toMatch(/window\s+window:tumbling\s+state-incompatible\s+1\s+drop/);
     expect(table.stdout).toContain('verdict: blocked');
     expect(table.stdout).toContain('blocking: window');
+    const lag = await run(['streams', 'lag', name]);
+    expect(lag.rows).toEqual([expect.objectContaining({ partition: 'pa', cursor: '0', head_offset: '1', lag: 1, state_rows: 1 })]);
+    expect((await text(['streams', 'lag', name])).stdout).toMatch(/pa\s+0\s+1\s+1\s+\d+s/);
     const json = await run(['streams', 'plan', name, '--json']);
     expect(json.rows[0]).toMatchObject({ name, registered_config_hash: 'h1', config_hash: 'h2', state_rows: 1, plan: { verdict: 'blocked', blocking: ['window'] } });
     expect(json.rows[0].plan.stages.map((s: any) => s.change)).toEqual(['unchanged', 'state-incompatible', 'unchanged', 'unchanged']);

@@ -99,6 +99,19 @@ export const streamsCommands: Record<string, CommandSpec> = {
       return EXIT.OK;
     },
   },
+  lag: {
+    options: {},
+    positionals: [1, 1],
+    async run({ io, queen, json, args }) {
+      // Catch-up progress (a backfill started with run({ from, maxMessagesPerSecond })): per source partition, the messages
+      // behind the query's cursor and how old the oldest of them is.
+      const query = await findQuery(queen, args[0]!);
+      const rows = await allPages(async (page) => (await queen.api.streamsPartitions({ params: { name: query.name }, query: page })).partitions);
+      const shown = json ? rows : rows.map((p) => ({ ...p, time_lag: p.lag > 0 ? `${Math.round(p.time_lag)}s` : '' }));
+      printRows(io, json, ['partition', 'cursor', 'head_offset', 'lag', 'time_lag', 'leased', 'state_rows'], shown);
+      return EXIT.OK;
+    },
+  },
   drop: {
     options: { yes: { type: 'boolean' } },
     positionals: [1, 1],

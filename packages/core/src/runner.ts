@@ -5,7 +5,7 @@ import { BrokerClock } from './broker-clock.js';
 import { RunnerEmitter } from './events.js';
 import { PartitionLocks } from './partition-lock.js';
 import { StreamsApi } from './state-api.js';
-import { popLoop, processPop, type PopSource } from './pop-loop.js';
+import { popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from './idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
 import { deadLetterQueueOf } from './emit-dead-letter.js';
@@ -211,7 +211,7 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
     consumerGroup: settings.consumerGroup,
     clock: rt.clock,
     async step(): Promise<number> {
-      const pop = await source.pop({ batch: settings.batchSize, wait: false, consumerGroup: settings.consumerGroup, partitions: settings.maxPartitions });
+      const pop = await source.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
       if (!pop || pop.messages.length === 0) return 0;
       await processPop(rt, queen, pop, rt.clock.local());
       return pop.messages.length;
