@@ -9,15 +9,9 @@ import { lockShard } from './stream-shard-lock.js';
 // never interleaves with a cycle of that shard; a cycle that read a row the
 // sweep then deleted fails its compare-and-set and reads again.
 
-export interface StateShard {
-  query_id: string;
-  partition_id: string;
-  ttl: number;
-}
-
-/** The (query, partition) pairs holding at least one expired row. */
-export async function expiredStateShards(client: pg.PoolClient): Promise<StateShard[]> {
-  const { rows } = await client.query<StateShard>(
+/** The (query, partition) pairs holding at least one expired row, with their query's TTL. */
+export async function expiredStateShards(client: pg.PoolClient): Promise<{ query_id: string; partition_id: string; ttl: number }[]> {
+  const { rows } = await client.query<{ query_id: string; partition_id: string; ttl: number }>(
     `select distinct s.query_id, s.partition_id, q.state_ttl_seconds as ttl
        from queen_streams.queries q
        join queen_streams.state s on s.query_id = q.query_id
@@ -29,7 +23,7 @@ export async function expiredStateShards(client: pg.PoolClient): Promise<StateSh
 }
 
 /** Deletes one shard's expired key rows (never the runner's own `__` rows); answers how many. */
-export async function deleteExpiredState(client: pg.PoolClient, shard: StateShard): Promise<number> {
+export async function deleteExpiredState(client: pg.PoolClient, shard: { query_id: string; partition_id: string; ttl: number }): Promise<number> {
   const { rowCount } = await client.query('select 1 from queen_streams.queries where query_id = $1 for key share', [shard.query_id]);
   if (!rowCount) return 0;
   await lockShard(client, shard.query_id, shard.partition_id);

@@ -34,4 +34,3 @@ export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './runner-c
 export type { RunnerEvents, RunnerEventName } from './events.js';
 export type { StageOptions, MigrateState, MigratedRow } from './stage-options.js';
 export type { PlanOptions, QueryPlan } from './plan.js';
-export { describeStages } from './stage-descriptors.js';

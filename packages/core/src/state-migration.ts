@@ -18,7 +18,7 @@ const CLAIM_LEASE_SECONDS = 30;
 const WAIT_MS = 200;
 
 /** The ops that turn a partition's rows into the new version's: changed rows upserted, moved or dropped rows deleted; each a compare-and-set on the version read. */
-export function migrationOps(rows: readonly { key: string; value: unknown; version: number }[], migrateState: MigrateState): StateOp[] {
+function migrationOps(rows: readonly { key: string; value: unknown; version: number }[], migrateState: MigrateState): StateOp[] {
   const ops: StateOp[] = [];
   const written = new Set<string>();
   const deletes: StateOp[] = [];
@@ -41,15 +41,8 @@ export function migrationOps(rows: readonly { key: string; value: unknown; versi
   return [...deletes.filter((d) => !written.has(d.key)), ...ops];
 }
 
-export interface MigrationTarget {
-  api: StreamsApi;
-  queryId: string;
-  version: string;
-  signal: AbortSignal;
-}
-
 /** Migrates (or waits for) every pending partition; resolves when all are done. */
-export async function migratePartitions(t: MigrationTarget, plan: CompiledQuery, partitions: readonly string[]): Promise<number> {
+export async function migratePartitions(t: { api: StreamsApi; queryId: string; version: string; signal: AbortSignal }, plan: CompiledQuery, partitions: readonly string[]): Promise<number> {
   const claimId = randomUUID();
   let migrated = 0;
   for (const partitionId of partitions) {
