@@ -9,6 +9,7 @@ interface QueryRow {
   name: string;
   config_hash: string;
   stages: StreamRegisterBody['stages'] | null;
+  version?: string | null;
 }
 
 /** The 409 of a changed chain; `plan` says why stage by stage when both versions named their stages. */
@@ -29,7 +30,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
   const sink = body.sink_queue ?? null;
   return ctx.db.transaction(async (c) => {
     const select = () =>
-      c.query<QueryRow>('select query_id, name, config_hash, stages from queen_streams.queries where name = $1 for update', [body.name]);
+      c.query<QueryRow>('select query_id, name, config_hash, stages, version from queen_streams.queries where name = $1 for update', [body.name]);
     const version = versionOf(body.stages);
     let row = (await select()).rows[0];
     if (!row) {
@@ -49,7 +50,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
       // Reset wipes ALL state of the query, whatever the hash (fix: a same-hash reset used to keep it).
       await c.query('delete from queen_streams.state where query_id = $1', [row.query_id]);
       await c.query('delete from queen_streams.state_migrations where query_id = $1', [row.query_id]);
-    } else if (row.stages && body.stages) {
+    } else if (row.stages && body.stages && row.version !== version) {
       // Both versions named their stages: compare them stage by stage (issue 33).
       plan = await planAgainst(c, row.query_id, row.stages, body.stages, body.migrate);
       const consented = body.upgrade === 'keep-state' || body.migrate.length > 0;
@@ -57,7 +58,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
         throw configHashMismatch(body, row, plan);
       }
       await migrationsOnRegister(c, row.query_id, version!, plan);
-    } else if (row.config_hash !== body.config_hash) {
+    } else if (!(row.stages && body.stages) && row.config_hash !== body.config_hash) {
       throw configHashMismatch(body, row);
     }
     await c.query(
