@@ -213,4 +213,22 @@ describe('deploying a new version of a query', () => {
       { v: 2, x: 2 },
     ]);
   });
+
+  it('a running runner of the old version stops at its first refused cycle instead of popping again', async () => {
+    const { src, sink, queryId } = await names('upg-halt');
+    await configureSource(b, src, { leaseTime: 1 });
+    const tags = [(m: SourceMessage<{ x: number }>) => ({ v: 1, x: m.data.x }), (m: SourceMessage<{ x: number }>) => ({ v: 2, x: m.data.x })];
+    const version = (v: number) => Stream.from<{ x: number }>(queen.queue(src)).map(tags[v - 1]!, { name: 'tag' }).to(queen.queue(sink));
+    const errors: string[] = [];
+    const old = track(await version(1).run({ queryId, url: b.url, ...run, onError: (e: Error) => errors.push((e as QueenError).code) }));
+    await (await version(2).run({ queryId, url: b.url, ...run })).stop();
+    await push(b, src, [{ x: 1 }]);
+    await eventually(async () => errors.length > 0, 10000);
+    await sleep(2500); // two lease lengths: a runner still popping would have been refused again
+    expect(errors).toEqual(['QUERY_VERSION_CHANGED']);
+    expect(old.metrics().cyclesTotal).toBe(0);
+    track(await version(2).run({ queryId, url: b.url, ...run }));
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 10000, 300);
+    expect(got.map((m) => m.data)).toEqual([{ v: 2, x: 1 }]);
+  });
 });
