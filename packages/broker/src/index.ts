@@ -4,7 +4,7 @@ export { readConfig, type BrokerConfig } from './config.js';
 export type { BrokerContext } from './context.js';
 export { Database } from './database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './embedded-postgres.js';
-export { migrate, brokerMigrations, MigrationChangedError, type MigrationSource } from './migrate.js';
+export { migrate, brokerMigrations, checksumList, checksumOf, functionFiles, MigrationChangedError, type MigrationSource } from './migrate.js';
 export { registerRoute, type Input } from './http.js';
 export { setTransactionExtension, type TransactionExtension } from './transaction.js';
 export { setMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';

@@ -13,10 +13,11 @@ import { createKvMetrics, type KvMetrics } from './metrics.js';
 import { kvHttpRoutes } from './routes.js';
 import { applyKvOps, purgeExpired } from './store.js';
 
-/** The KV's own numbered migrations (owner `kv`): table queen.kv, its version sequence and SQL functions. */
+/** The KV's own SQL (owner `kv`): migrations for table queen.kv and its version sequence, functions in src/sql. */
 export const kvMigrations: MigrationSource = {
   owner: 'kv',
   dir: fileURLToPath(new URL('../migrations', import.meta.url)),
+  functions: fileURLToPath(new URL('../src/sql', import.meta.url)),
 };
 
 /**
