@@ -1,3 +1,4 @@
+-- An ack of one partition moves its cursor with the single-row statements
 -- (issue 12). queen.log_ack_move_v1 took its single-row form only for a
 -- one-element call; the ack route's one-partition path (012) hands it every
 -- item, a hundred copies of one partition for a 100-item ack, so the move

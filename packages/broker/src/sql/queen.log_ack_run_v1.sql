@@ -1,3 +1,4 @@
+-- The ack a consumer sends after a pop, in one call without jsonb (issue 12).
 -- Such an ack names one partition, one lease (or none), every item completed
 -- and with the offset the pop answered. queen.log_ack_v1 takes it as jsonb
 -- and reads it into arrays (jsonb_to_recordset, eight array_aggs), then

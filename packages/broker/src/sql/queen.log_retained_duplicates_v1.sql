@@ -1,3 +1,4 @@
+-- Duplicate lookups that stay index lookups (issue 12). A push's items
 -- are checked against the partition's retained messages by transactionId.
 -- 006 did that, for more than eight ids (every stream sink push), with one
 -- index scan over `transaction_id = any(ids)`. The planner may instead read

@@ -1,3 +1,4 @@
+-- A pop answers the traceparent of every message it claimed (issue 16's
 -- tracing, found flaky by its tests). The pop statement read the column
 -- beside the rows queen.log_pop_v3 returned, in the statement's own
 -- snapshot; log_pop_v3, a volatile function, finds its messages in fresh

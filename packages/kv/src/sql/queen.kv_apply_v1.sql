@@ -1,3 +1,4 @@
+-- The KV's failures by catalogue code only (issue 14): kv_apply_v1 as in
 -- 001, without the texts it wrote beside each code, which had drifted from
 -- the error catalogue in @queen-mq/protocol. The broker words a failure from
 -- the catalogue, naming the failing op's key (store.ts applyKvOps).
