@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
-import { ackResultsOf, type AckAnswer } from './ack.js';
+import { ackResultsOf } from './ack.js';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, appendStatement, type AllocatorResult } from './push.js';
 import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
+import { TRANSACTION_ACK_SQL, type AckAnswer } from './sql/queen.log_ack_v2.js';
 
 /**
  * The `kv` array of a transaction, applied by the KV feature when it is
@@ -101,8 +102,8 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
               leaseId: a.op.leaseId,
               error: a.op.error,
             };
-            const { rows } = await client.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [a.op.consumerGroup, JSON.stringify([item])]);
-            const r = ackResultsOf([item], rows[0]!.r)[0]!;
+            const { rows } = await client.query<{ answer: AckAnswer }>(TRANSACTION_ACK_SQL, [a.op.consumerGroup, JSON.stringify([item])]);
+            const r = ackResultsOf([item], rows[0]!.answer)[0]!;
             if (!r.success) asItemFailure(new QueenError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? undefined));
             out[a.index] = { index: a.index, type: 'ack', success: true, transactionId: a.op.transactionId, error: null, dlq: r.dlq };
           }

@@ -1,5 +1,7 @@
--- Pop with a byte bound (QUEEN_MAX_POP_BYTES): as log_pop_v2, and when
--- p_max_bytes is set each partition claims only the prefix of its batch
+-- Pop (PROTOCOL §5.4), with a count of the expired leases the call found
+-- and released (queen_lease_expired_total): message rows carry 0 and, when
+-- any lease expired, one trailing row with no message carries the count.
+-- With a byte bound (QUEEN_MAX_POP_BYTES): when p_max_bytes is set each partition claims only the prefix of its batch
 -- whose estimated answer size fits the bytes left, so the lease covers
 -- exactly what is delivered and the rest stays available. The estimate is
 -- an upper bound of the JSON the broker sends per message: the payload's
