@@ -176,7 +176,7 @@ async function migrationsAt(commit: string, source: MigrationSource, dir: string
 async function tableContents(db: Queryable): Promise<Record<string, string[]>> {
   const { rows: tables } = await db.query<{ t: string }>(
     `select c.oid::regclass::text as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = any($1) and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'function_files') order by 1`,
+      where n.nspname = any($1) and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'function_files', 'schema_version') order by 1`,
     [SCHEMAS],
   );
   const out: Record<string, string[]> = {};
