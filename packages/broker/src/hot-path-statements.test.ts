@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { POP_SQL } from './pop.js';
-import { PUSH_RUN_SQL } from './push.js';
+import { PUSH_RUN_SQL } from './sql/queen.log_append_v1.js';
 import { ACK_SQL, ackParams } from './sql/queen.log_ack_v2.js';
+import { POP_SQL } from './sql/queen.log_pop_v3.js';
 
 // Round trips of the hot paths: which named statements a push, a consumer's
 // pop and ack send to PostgreSQL. A push to one partition is one call of the

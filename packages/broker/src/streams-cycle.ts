@@ -2,23 +2,14 @@ import type { FastifyInstance } from 'fastify';
 import { errorMessage, isErrorCode, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
-import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
-import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
+import { allocatorItems, partitionsByQueue } from './push.js';
 import { pushResultOf } from './push-results.js';
+import type { AllocatorItem } from './sql/queen.log_append_v1.js';
+import { CYCLE_SQL, type CycleRow, type SinkAnswer } from './sql/queen.log_streams_cycle_v1.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
-
-/** The cycle statement, parsed once per connection. */
-const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
-
-/** What queen_streams.push_sink_runs_v1 answers: per item, in order. */
-interface SinkAnswer {
-  status: ('queued' | 'duplicate')[];
-  message_id: string[];
-  offset: string[];
-}
 
 /** The §7.4 push_results of a cycle, from the allocator's arrays and the request's own items. */
 function pushResultsOf(body: CycleBody, items: AllocatorItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
@@ -63,7 +54,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       producer_sub: producerSub,
     };
     try {
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [JSON.stringify([element])]);
+      const { rows } = await ctx.db.query<CycleRow>(CYCLE_SQL, [JSON.stringify([element])]);
       return { result: rows[0]!.r[0]!.result, sinkItems };
     } catch (err) {
       const code = (err as { code?: string }).code;

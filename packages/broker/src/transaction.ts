@@ -6,10 +6,11 @@ import { ackResultsOf } from './ack.js';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
-import { allocatorItems, appendStatement, type AllocatorResult } from './push.js';
+import { allocatorItems, appendStatement } from './push.js';
 import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
 import { TRANSACTION_ACK_SQL, type AckAnswer } from './sql/queen.log_ack_v2.js';
+import type { AllocatorResult } from './sql/queen.log_append_v1.js';
 
 /**
  * The `kv` array of a transaction, applied by the KV feature when it is
