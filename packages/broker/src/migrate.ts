@@ -78,14 +78,15 @@ export function checksumOf(sql: string): string {
  * An applied migration whose file changed since: the database may differ
  * from what the files describe, so the broker refuses to start rather than
  * run on a schema nobody can reproduce. Migrations are never edited in
- * place; a change is a new numbered file.
+ * place; a change is a new numbered file, or for a SQL function an edit of
+ * its file (src/sql).
  */
 export class MigrationChangedError extends Error {
   readonly code = 'MIGRATION_CHANGED';
   constructor(owner: string, name: string, applied: string, now: string) {
     super(
       `migration ${owner}/${name} was changed after it was applied to this database (applied sha256 ${applied.slice(0, 12)}…, file now ${now.slice(0, 12)}…). ` +
-        'Restore the file as it was and put the change in a new numbered migration.',
+        'Restore the file as it was and put the change in a new numbered migration (a function change goes in its file under src/sql).',
     );
     this.name = 'MigrationChangedError';
   }

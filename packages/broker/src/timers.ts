@@ -5,7 +5,7 @@ import { encryptedQueues, encryptionAvailable, encryptPayload } from './encrypti
 import { setMaintenanceTask } from './retention.js';
 
 // Timers (PROTOCOL §6): scheduled only through the transaction route, fired
-// by a poller every replica runs. SQL lives in migrations/005_timers.sql.
+// by a poller every replica runs. SQL: src/sql/queen.log_timers_*_v1.sql (the table: migrations/005_timers.sql).
 
 /** Timers one fire transaction claims at most; a full batch polls again at once. */
 const FIRE_BATCH = 500;
