@@ -13,6 +13,15 @@ export interface TenantRateLimitOptions {
   capacity?: number;
   /** Sustained requests per second per tenant. Default 20. */
   refillPerSecond?: number;
+  /**
+   * How long (ms) the gate may wait for the next token instead of denying.
+   * Default 1000 here, an explicit choice (the limiter's own default is 0:
+   * deny and defer the rest of the batch by lease): a deny costs at least a
+   * lease period before the tail returns, which caps a tenant near
+   * `capacity / leaseTime`; waiting up to a second keeps it at
+   * `refillPerSecond`. 0 = defer by lease.
+   */
+  maxWaitMs?: number;
   /** Messages per pop. Default 20 (about one second of refill, so admitted work reaches the sink steadily). */
   batchSize?: number;
   /** Partitions (tenants) one pop may claim. Default 4. */
@@ -30,7 +39,7 @@ export async function runTenantRateLimit(options: TenantRateLimitOptions): Promi
   const { url } = options;
   const queen = new Queen({ url });
   const handle = await Stream.from(queen.queue(options.source ?? 'api-requests.by-tenant'))
-    .gate(tokenBucket({ capacity: options.capacity ?? 10, refillPerSecond: options.refillPerSecond ?? 20 }))
+    .gate(tokenBucket({ capacity: options.capacity ?? 10, refillPerSecond: options.refillPerSecond ?? 20, maxWaitMs: options.maxWaitMs ?? 1000 }))
     .to(queen.queue(options.sink ?? 'api-admitted'))
     .run({
       queryId: options.queryId ?? 'api-tenant-rate-limit',

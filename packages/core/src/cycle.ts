@@ -6,7 +6,7 @@ import { runPreStages, OperatorError } from './pre-ops.js';
 import { sinkOutputs, type EffectsDone, type SinkOutput } from './sink-output.js';
 import { evaluateGateBatch, GateEvalError, prepareGateBatch } from './gate-batch.js';
 import { messageIdentity } from './transaction-id.js';
-import { failPoisonMessage, poisonIndex } from './poison.js';
+import { failPoisonMessage, poisonIndex, poisonPhase } from './poison.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from './commit.js';
 import { windowCycle } from './window-cycle.js';
 import { traceCycle } from './tracing.js';
@@ -25,7 +25,9 @@ function shapeCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions
  * throws: failures go to onError and leave the batch to its lease.
  *
  * A user function that throws on one message (an operator, a reducer
- * extractor, the gate, a sink) makes that message poison: the messages before
+ * extractor, the gate, a sink), or a message the window stage cannot place
+ * (its eventTime is unusable, the window's assign throws), makes that
+ * message poison: the messages before
  * it are recomputed alone and committed under the lease (release_lease:false),
  * then the poison one is acked `failed` — the broker charges it one failure
  * and redelivers it, or, past the source queue's retryLimit, dead-letters it
@@ -53,7 +55,7 @@ async function processBatch(rt: RunnerContext, batch: PartitionBatch): Promise<v
         const index = poisonIndex(err, messages);
         if (index < 0) throw err;
         const message = messages[index]!;
-        rt.report(err, { phase: err instanceof GateEvalError ? 'gate-eval' : 'operator', partitionId: batch.partitionId, offset: message.offset });
+        rt.report(err, { phase: poisonPhase(err), partitionId: batch.partitionId, offset: message.offset });
         poison = { message, error: err as Error };
         messages = messages.slice(0, index);
       }

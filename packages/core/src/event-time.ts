@@ -3,8 +3,8 @@ import type { EventTimeValue } from './plugins.js';
 /**
  * Epoch ms of what an `eventTime` extractor returned: a Date, an epoch-ms
  * number or an ISO string. Anything else (null, NaN, "not-a-date", a date
- * outside the JavaScript range) → undefined, and the runner skips that
- * message with onError phase "window-apply" (S23).
+ * outside the JavaScript range) → undefined: that message cannot be placed
+ * and is handled as poison (window-placement.ts; onError phase "window-apply").
  */
 export function toEpochMs(value: EventTimeValue | null | undefined | unknown): number | undefined {
   let ms: number;

@@ -1,5 +1,5 @@
 import type { CompiledQuery } from './compile.js';
-import type { GateDecision } from './plugins.js';
+import type { GateContext, GateDecision } from './plugins.js';
 import type { SourceMessage } from './source-message.js';
 import type { StateOp, StateRow } from './wire.js';
 import { runPostStages, runPreStages, type KeyedValue } from './pre-ops.js';
@@ -57,12 +57,20 @@ function decide(decision: GateDecision | unknown): boolean {
 }
 
 /**
+ * A key whose row an allowed evaluation cleared (`ctx.state = null` or
+ * `undefined`): its next evaluation in the batch starts from `{}`, and the
+ * batch deletes the stored row, if there is one.
+ */
+const CLEARED = Symbol('cleared');
+
+/**
  * Evaluates the gate per message in source order (PROTOCOL §7.6). Each
- * evaluation sees a copy of its key's row; an allow keeps the copy, a deny
- * throws away every mutation of that message and stops the batch. An async
- * gate is awaited before the next message is evaluated (source order).
- * `now` is the clock handed to the gate as `ctx.streamTimeMs` (the runner
- * passes the broker's clock).
+ * evaluation sees a copy of its key's row as `ctx.state`; an allow keeps what
+ * the gate left in `ctx.state` (mutated in place or reassigned), a deny throws
+ * away every change of that message and stops the batch. An async gate is
+ * awaited before the next message is evaluated (source order). `now` is the
+ * clock handed to the gate as `ctx.streamTimeMs` (the runner passes the
+ * broker's clock).
  */
 export async function evaluateGateBatch(
   plan: CompiledQuery,
@@ -71,7 +79,8 @@ export async function evaluateGateBatch(
   now: () => number = Date.now,
 ): Promise<GateResult> {
   const gate = plan.gate!;
-  let working = new Map<string, Record<string, any>>();
+  // Per key: the row as the allowed evaluations left it, or CLEARED.
+  let working = new Map<string, unknown>();
   const outputs: GateOutput[] = [];
   let allowedMessages = 0;
   let allows = 0;
@@ -83,11 +92,18 @@ export async function evaluateGateBatch(
     let key = message.partitionId;
     for (const v of values) {
       const stateKey = gateStateKey(v.key);
-      const current = attempt.get(stateKey) ?? stored.get(stateKey)?.value ?? {};
-      const state = structuredClone(current) as Record<string, any>;
+      const current = attempt.has(stateKey) ? attempt.get(stateKey) : stored.get(stateKey)?.value;
+      // The gate may reassign ctx.state, so its answer is read from ctx after the call, never from a local.
+      const gateCtx: GateContext = {
+        state: current === CLEARED || current == null ? {} : structuredClone(current),
+        streamTimeMs: now(),
+        key: v.key,
+        partition: message.partition,
+        partitionId: message.partitionId,
+      };
       let allow: boolean;
       try {
-        allow = decide(await gate.evaluate(v.value, { state, streamTimeMs: now(), key: v.key, partition: message.partition, partitionId: message.partitionId }));
+        allow = decide(await gate.evaluate(v.value, gateCtx));
       } catch (err) {
         if (err instanceof GateEvalError) throw new GateEvalError(`${err.message} (message at offset ${message.offset})`, err, message.offset);
         throw new GateEvalError(`gate threw on the message at offset ${message.offset}: ${err instanceof Error ? err.message : String(err)}`, err, message.offset);
@@ -97,7 +113,7 @@ export async function evaluateGateBatch(
         break;
       }
       messageAllows += 1;
-      attempt.set(stateKey, state);
+      attempt.set(stateKey, gateCtx.state == null ? CLEARED : gateCtx.state);
       key = v.key;
       const ctx = { partition: message.partition, partitionId: message.partitionId, key: v.key, offset: message.offset };
       messageOutputs.push(...runPostStages(plan.post, v.value, ctx));
@@ -110,7 +126,10 @@ export async function evaluateGateBatch(
   }
   const stateOps: StateOp[] = [];
   for (const [key, value] of working) {
-    stateOps.push({ type: 'upsert', key, value, expected_version: stored.get(key)?.version ?? 0 });
+    const version = stored.get(key)?.version;
+    if (value !== CLEARED) stateOps.push({ type: 'upsert', key, value, expected_version: version ?? 0 });
+    // A key cleared with no stored row has nothing to delete (a fenced delete of an absent row fails, §7.4).
+    else if (version !== undefined) stateOps.push({ type: 'delete', key, expected_version: version });
   }
   return { stateOps, outputs, allowedMessages, allows, denied };
 }

@@ -189,7 +189,16 @@ export interface KeyByStage {
 
 /** What a gate sees: `state` is the key's row (mutable; discarded on deny). The gate may be async. */
 export interface GateContext {
-  state: Record<string, any>;
+  /**
+   * The key's state row: `{}` for a key that has none. Mutate it in place
+   * (`ctx.state.remaining -= 1`) or reassign it (`ctx.state = {remaining: 9}`):
+   * what the gate leaves here when it allows is what commits. Any JSON value
+   * is a row (an object, array, number, string or boolean); `null` or
+   * `undefined` deletes the key's row, so its next evaluation sees `{}`. On a
+   * deny, or a throw, every change of this evaluation is discarded, in place
+   * or by reassignment.
+   */
+  state: any;
   /**
    * The broker's clock (epoch ms) when the message is evaluated, as the
    * runner knows it (see BrokerClock: a lower bound, corrected for the

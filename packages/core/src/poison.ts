@@ -1,19 +1,28 @@
-import type { RunnerContext } from './runner-context.js';
+import type { ErrorPhase, RunnerContext } from './runner-context.js';
 import type { SourceMessage } from './source-message.js';
 import type { PartitionBatch } from './commit.js';
 import { OperatorError } from './pre-ops.js';
 import { GateEvalError } from './gate-batch.js';
+import { WindowPlacementError } from './window-placement.js';
 
 /**
- * The index in `messages` of the source message a user function threw on,
- * or -1 when the error names none of them (a window emit's post-window
- * operator or sink, or any other failure): that is not a message's fault,
- * and the batch is left to its lease as before.
+ * The index in `messages` of the source message a user function threw on
+ * (or that the window stage could not place), or -1 when the error names
+ * none of them (a window emit's post-window operator or sink, or any other
+ * failure): that is not a message's fault, and the batch is left to its
+ * lease as before.
  */
 export function poisonIndex(err: unknown, messages: readonly SourceMessage[]): number {
-  const offset = err instanceof OperatorError || err instanceof GateEvalError ? err.offset : undefined;
+  const offset = err instanceof OperatorError || err instanceof GateEvalError || err instanceof WindowPlacementError ? err.offset : undefined;
   if (offset === undefined) return -1;
   return messages.findIndex((m) => m.offset === offset);
+}
+
+/** The onError phase of a poison message's error. */
+export function poisonPhase(err: unknown): ErrorPhase {
+  if (err instanceof GateEvalError) return 'gate-eval';
+  if (err instanceof WindowPlacementError) return 'window-apply';
+  return 'operator';
 }
 
 /**

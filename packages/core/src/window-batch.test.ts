@@ -8,6 +8,8 @@ import { evaluateGateBatch, prepareGateBatch } from './gate-batch.js';
 import { escapeKeyPart, unescapeKeyPart, userKeyOfWindowKey, windowStateKey } from './keys.js';
 import { sinkTransactionId } from './transaction-id.js';
 import { toEpochMs } from './event-time.js';
+import { WindowPlacementError } from './window-placement.js';
+import { poisonIndex, poisonPhase } from './poison.js';
 import { minuteWindow } from '../test/minute-window.js';
 
 const minute = minuteWindow(5000);
@@ -111,16 +113,42 @@ describe('window fold (pure)', () => {
     expect(inc.stateOps).toEqual([]);
   });
 
-  it('S23 extractor types agree; unusable event times are skipped', () => {
+  it('S23 extractor types agree; a message with no usable event time cannot be placed (issue 28 item 5)', () => {
     const at = '2026-01-05T10:00:10.000Z';
     expect(toEpochMs(new Date(at))).toBe(ms(at));
     expect(toEpochMs(ms(at))).toBe(ms(at));
     expect(toEpochMs(at)).toBe(ms(at));
     for (const bad of [null, undefined, 'not-a-date', Number.NaN, {}, '']) expect(toEpochMs(bad)).toBeUndefined();
     const plan = eventPlan();
-    const prepared = prepareWindowBatch(plan, [msg(1, { ts: null }), msg(2, { ts: 'not-a-date' }), msg(3, { ts: at })]);
-    expect(prepared.skipped.map((s) => s.message.offset)).toEqual(['1', '2']);
-    expect(prepared.entries).toHaveLength(1);
+    expect(prepareWindowBatch(plan, [msg(1, { ts: at }), msg(2, { ts: at })]).entries).toHaveLength(2);
+    // The first message that cannot be placed names itself: the runner makes it poison (poison.ts).
+    for (const [data, text] of [
+      [{ ts: null }, 'eventTime returned null for the message at offset 2'],
+      [{ ts: 'not-a-date' }, 'eventTime returned "not-a-date" for the message at offset 2'],
+      [{}, 'eventTime returned undefined for the message at offset 2'],
+    ] as const) {
+      const placing = () => prepareWindowBatch(plan, [msg(1, { ts: at }), msg(2, data), msg(3, { ts: null })]);
+      expect(placing).toThrow(WindowPlacementError);
+      expect(placing).toThrow(text);
+      try {
+        placing();
+      } catch (err) {
+        expect(poisonIndex(err, [msg(1, {}), msg(2, {}), msg(3, {})])).toBe(1);
+        expect(poisonPhase(err)).toBe('window-apply');
+      }
+    }
+    const throwing = Stream.from({ name: 'src' })
+      .window(minute, { eventTime: () => { throw new Error('corrupt'); } })
+      .aggregate({ count: () => 1 })
+      .to(sinkPlugin)
+      .compile();
+    expect(() => prepareWindowBatch(throwing, [msg(7, {})])).toThrow('eventTime threw on the message at offset 7: corrupt');
+    const noWindow = Stream.from({ name: 'src' })
+      .window({ ...minute, assign: () => { throw new Error('no window'); } })
+      .aggregate({ count: () => 1 })
+      .to(sinkPlugin)
+      .compile();
+    expect(() => prepareWindowBatch(noWindow, [msg(8, {})])).toThrow('window "test-tumbling" assign threw on the message at offset 8: no window');
   });
 
   it('processing time buckets on createdAt and the clock is the newest createdAt', () => {

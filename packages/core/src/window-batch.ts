@@ -4,7 +4,7 @@ import type { StateOp, StateRow } from './wire.js';
 import { isMergingWindow } from './plugins.js';
 import { payloadOf } from './source-message.js';
 import { runPreStages } from './pre-ops.js';
-import { toEpochMs } from './event-time.js';
+import { assignWindows, eventTimeOf } from './window-placement.js';
 import { WATERMARK_KEY, openWindowStateKey, userKeyOfWindowKey, windowStateKey } from './keys.js';
 import { lateIdentity } from './transaction-id.js';
 import { flushMergingRows, foldMergingBatch, mergingRipeAts } from './merging-fold.js';
@@ -16,7 +16,6 @@ import {
   type FoldResult,
   type LateContribution,
   type PreparedWindowBatch,
-  type SkippedMessage,
   type WindowEmit,
   type WindowEntry,
   type WindowPlan,
@@ -34,7 +33,6 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
   const merging = isMergingWindow(plugin);
   const entries: WindowEntry[] = [];
   const touched = new Set<string>();
-  const skipped: SkippedMessage[] = [];
   let maxEventMs: number | undefined;
   let newestCreatedMs = -Infinity;
   let oldestCreatedMs = Infinity;
@@ -50,28 +48,21 @@ export function prepareWindowBatch(plan: CompiledQuery, messages: readonly Sourc
     if (created > newestCreatedMs) newestCreatedMs = created;
     if (created < oldestCreatedMs) oldestCreatedMs = created;
     for (const { value, key } of runPreStages(plan.pre, message)) {
-      let ts: number | undefined;
+      let ts: number;
       if (options.eventTime) {
-        try {
-          ts = toEpochMs(options.eventTime(value));
-        } catch {
-          ts = undefined;
-        }
-        if (ts === undefined) {
-          skipped.push({ message, error: new Error(`eventTime returned no usable time for message at offset ${message.offset}`) });
-          continue;
-        }
+        // No usable time throws: the message is poison (window-placement.ts), never acked away unplaced.
+        ts = eventTimeOf(options.eventTime, value, message.offset);
         if (maxEventMs === undefined || ts > maxEventMs) maxEventMs = ts;
       } else {
         ts = created;
       }
-      const windows = plugin.assign(ts);
+      const windows = assignWindows(plugin, ts, message.offset);
       if (merging) touched.add(openWindowStateKey(tag, key));
       else for (const w of windows) touched.add(windowStateKey(tag, w.start, key));
       entries.push({ input: payloadOf(value), userKey: key, offset: message.offset, ts, windows });
     }
   }
-  return { entries, touchedKeys: [...touched], skipped, maxEventMs, newestCreatedMs, oldestCreatedMs };
+  return { entries, touchedKeys: [...touched], maxEventMs, newestCreatedMs, oldestCreatedMs };
 }
 
 /**

@@ -22,7 +22,6 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
   rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local(), awaitingRedelivery: true, markedAt: performance.now() });
   const { plan } = rt;
   const prepared = prepareWindowBatch(plan, batch.messages);
-  for (const s of prepared.skipped) rt.report(s.error, { phase: 'window-apply', partitionId: batch.partitionId, offset: s.message.offset });
   const last = batch.messages[batch.messages.length - 1]!;
 
   return retryOnConflict(rt, batch.partitionId, async () => {

@@ -1,6 +1,5 @@
 import type { CompiledQuery } from './compile.js';
 import type { WindowBounds } from './plugins.js';
-import type { SourceMessage } from './source-message.js';
 import type { StateOp, StateRow } from './wire.js';
 import type { Reducer } from './reducer.js';
 import { OperatorError } from './pre-ops.js';
@@ -20,18 +19,11 @@ export interface WindowEntry {
   windows: WindowBounds[];
 }
 
-/** A message skipped because its event time was unusable (S23). */
-export interface SkippedMessage {
-  message: SourceMessage;
-  error: Error;
-}
-
 /** The per-message half of a window cycle: runs once per batch, before any state read. */
 export interface PreparedWindowBatch {
   entries: WindowEntry[];
   /** State keys of every window the batch touches (what state/get must return). */
   touchedKeys: string[];
-  skipped: SkippedMessage[];
   /** Newest event time of the batch (event time only). */
   maxEventMs?: number;
   /** Newest broker createdAt of the batch: the processing-time clock. */

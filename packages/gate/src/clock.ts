@@ -9,13 +9,14 @@ export interface LimiterClockOptions {
    */
   now?: () => number;
   /**
-   * How long (ms) a gate may wait for capacity instead of denying. Default
-   * 1000. A deny costs at least one lease period (lease times are whole
-   * seconds, ≥ 1 s) before the denied tail returns, so waiting up to a second
-   * for the next token is never slower than denying, and it keeps the
-   * admitted rate at the configured rate instead of at capacity per lease.
-   * The runner extends the lease while a gate waits (the cycle is still
-   * being computed). 0 = deny at once, never wait.
+   * How long (ms) a gate may wait inside the operator for capacity instead
+   * of denying. Default 0: out of capacity, the gate denies at once, and the
+   * denied message and the rest of its batch stay leased and come back, in
+   * order, when the lease expires (a gate defers by lease; it does not
+   * sleep). A wait is an explicit choice: it holds the cycle (the runner
+   * extends the lease meanwhile) but admits at the configured rate, where a
+   * deny costs at least one lease period (whole seconds) before the tail
+   * returns, capping the admitted rate near `capacity / leaseTime`.
    */
   maxWaitMs?: number;
 }
@@ -36,9 +37,9 @@ export const limiterClockShape = {
     type: '() => number',
   }),
   maxWaitMs: option(z.number().min(0).optional(), {
-    description: 'How long a gate may wait for capacity instead of denying; 0 = deny at once',
+    description: 'How long a gate may wait inside the operator for capacity instead of denying; 0 = deny at once and defer the rest of the batch by lease',
     rule: 'must be a number ≥ 0',
     type: 'number (ms)',
-    default: '1000',
+    default: '0',
   }),
 };

@@ -162,6 +162,81 @@ describe('gate over a real broker', () => {
     expect(rows.map((r) => r.value)).toEqual([{ seen: 2 }]);
   });
 
+  it('I28.4 a budget written by reassignment limits: ctx.state = {remaining} commits on allow; sink 1,2,3, row {remaining:0}, cursor 3', async () => {
+    const s = names('i28-reassign');
+    await configureSource(b, s.src);
+    const [p] = await push(b, s.src, Array.from({ length: 10 }, (_, i) => ({ n: i + 1 })));
+    const h = await runGate(s, (_req, ctx) => {
+      const remaining = ctx.state.remaining ?? 3;
+      if (remaining < 1) return false;
+      ctx.state = { remaining: remaining - 1 };
+      return true;
+    });
+    const got = await collectUntil(b, s.sink, (all) => all.length >= 3, 8000, 600);
+    expect(ns(got)).toEqual([1, 2, 3]);
+    expect((await stateRows(b, h.queryUuid, p!.partition_id)).map((r) => [r.key, r.value])).toEqual([[p!.partition_id, { remaining: 0 }]]);
+    expect((await cursorRow(s.group, p!.partition_id))?.cursor).toBe('3');
+    expect(h.metrics().gateAllowsTotal).toBe(3);
+  });
+
+  it('I28.4 reassignment: a deny discards it, any JSON value is a row, null/undefined deletes the row', async () => {
+    const s = names('i28-rows');
+    await configureSource(b, s.src, { leaseTime: 5 });
+    const nOf = (v: any) => v.data.n as number;
+    const byPartition: Record<string, GateFn> = {
+      // every evaluation reassigns; n 3..5 are denied, so their reassignments never happened
+      deny: (v, ctx) => {
+        ctx.state = { seen: (ctx.state.seen ?? 0) + 1 };
+        return nOf(v) <= 2;
+      },
+      // a number is a row
+      number: (_v, ctx) => {
+        ctx.state = (typeof ctx.state === 'number' ? ctx.state : 0) + 1;
+        return true;
+      },
+      // n=3 clears the row mid-batch: n=4 starts again from {}
+      clear: (v, ctx) => {
+        ctx.state = nOf(v) === 3 ? null : { count: (ctx.state.count ?? 0) + 1 };
+        return true;
+      },
+      // a later batch clears a stored row: the row is deleted
+      later: (v, ctx) => {
+        if (nOf(v) === 3) ctx.state = undefined;
+        else ctx.state.count = (ctx.state.count ?? 0) + 1;
+        return true;
+      },
+    };
+    const pushed: Record<string, string> = {};
+    for (const [partition, count] of [['deny', 5], ['number', 3], ['clear', 4], ['later', 2]] as const) {
+      const [p] = await push(b, s.src, Array.from({ length: count }, (_, i) => ({ n: i + 1 })), partition);
+      pushed[partition] = p!.partition_id;
+    }
+    const h = await runGate(s, (v: any, ctx) => byPartition[ctx.partition]!(v, ctx));
+    await collectUntil(b, s.sink, (all) => all.length >= 2 + 3 + 4 + 2, 8000, 300);
+    const rowsOf = async (partition: string) => (await stateRows(b, h.queryUuid, pushed[partition]!)).map((r) => r.value);
+    expect(await rowsOf('deny')).toEqual([{ seen: 2 }]);
+    expect((await cursorRow(s.group, pushed.deny!))?.cursor).toBe('2');
+    expect(await rowsOf('number')).toEqual([3]);
+    expect(await rowsOf('clear')).toEqual([{ count: 1 }]);
+    await eventually(async () => (await cursorRow(s.group, pushed.later!))?.cursor === '2' || null, 5000, 100);
+    expect(await rowsOf('later')).toEqual([{ count: 2 }]);
+    await push(b, s.src, [{ n: 3 }], 'later');
+    await eventually(async () => (await cursorRow(s.group, pushed.later!))?.cursor === '3' || null, 8000, 100);
+    expect(await rowsOf('later')).toEqual([]);
+  });
+
+  it('I28.4 tokenBucket defers by lease by default: out of tokens it denies at once (no wait), the tail stays leased', async () => {
+    const s = names('i28-tb-default');
+    await configureSource(b, s.src, { leaseTime: 5 });
+    const [p] = await push(b, s.src, Array.from({ length: 5 }, (_, i) => ({ n: i + 1 })));
+    // The third token is due 500 ms after the burst: a limiter that waited would admit all five in ~1.5 s.
+    const h = await runGate(s, tokenBucket({ capacity: 2, refillPerSecond: 2 }));
+    const got = await collectUntil(b, s.sink, (all) => all.length >= 2, 8000, 2500);
+    expect(ns(got)).toEqual([1, 2]);
+    expect(await cursorRow(s.group, p!.partition_id)).toEqual({ cursor: '2', leased: true });
+    expect(h.metrics()).toMatchObject({ gateAllowsTotal: 2, gateDenialsTotal: 1 });
+  });
+
   it('S45 deferral is never a failure: retryLimit 1, five denials of n=1, then 1,2,3 and an empty DLQ', async () => {
     const s = names('s45');
     await configureSource(b, s.src, { leaseTime: 1, retryLimit: 1 });
@@ -242,7 +317,8 @@ describe('gate over a real broker', () => {
     const s = names('tb');
     await configureSource(b, s.src);
     for (const tenant of ['tenant-a', 'tenant-b']) await push(b, s.src, Array.from({ length: 200 }, (_, i) => ({ tenant, n: i + 1 })), tenant);
-    const limiter = tokenBucket({ capacity: 10, refillPerSecond: 20 });
+    // Waiting inside the operator is the explicit choice that keeps the configured rate (see the README).
+    const limiter = tokenBucket({ capacity: 10, refillPerSecond: 20, maxWaitMs: 1000 });
     // two runners of the same query, one partition each per pop: tenants proceed in parallel
     for (let i = 0; i < 2; i++) {
       const h = await Stream.from(queen.queue(s.src))

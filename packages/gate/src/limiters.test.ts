@@ -115,6 +115,13 @@ describe('tokenBucket', () => {
     expect(slow({}, c2)).toBe(false);
   });
 
+  it('I28.4 by default defers by lease: a token due in 50 ms is a deny, answered at once (no wait)', () => {
+    const fn = tokenBucket({ capacity: 1, refillPerSecond: 20, now: () => 5_000 });
+    const ctx: GateContext = { state: {}, streamTimeMs: 0, key: 'k', partition: 'p', partitionId: 'k' };
+    expect(fn({}, ctx)).toBe(true);
+    expect(fn({}, ctx)).toBe(false);
+  });
+
   it('defaults to ctx.streamTimeMs as its clock', async () => {
     const at = keyState(tokenBucket({ capacity: 2, refillPerSecond: 1, maxWaitMs: 0 }));
     expect(await at(10_000)).toBe(true);
@@ -161,6 +168,14 @@ describe('slidingWindowLimit', () => {
     // both outcomes occurred many times (the pattern exercises the boundary)
     expect(admittedAt.length).toBeGreaterThan(50);
     expect(admittedAt.length).toBeLessThan(350);
+  });
+
+  it('I28.4 by default defers by lease: a slot freeing in 60 ms is a deny, answered at once (no wait)', () => {
+    const fn = slidingWindowLimit({ limit: 1, windowSeconds: 0.06, now: () => 1_000 });
+    const ctx: GateContext = { state: {}, streamTimeMs: 0, key: 'k', partition: 'p', partitionId: 'k' };
+    expect(fn({}, ctx)).toBe(true);
+    expect(fn({}, ctx)).toBe(false);
+    expect(ctx.state.slidingWindow).toEqual([1_000]);
   });
 
   it('waits for the oldest slot when it frees within maxWaitMs', async () => {

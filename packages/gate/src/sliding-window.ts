@@ -20,14 +20,15 @@ export const slidingWindowLimitOptionsSchema = z.object({
  * window per state key (exact sliding log, not an approximation): an
  * admission at time t occupies a slot during `[t, t + window)`. State in
  * `ctx.state.slidingWindow`: the admission times still inside the window
- * (at most `limit` numbers). Out of slots: waits for the oldest to leave the
- * window when that is within `maxWaitMs`, else denies.
+ * (at most `limit` numbers). Out of slots: denies (the tail stays leased and
+ * returns, in order, when the lease expires); with `maxWaitMs` set, it first
+ * waits for the oldest to leave the window when that is within `maxWaitMs`.
  */
 export function slidingWindowLimit(options: SlidingWindowLimitOptions): (value: unknown, ctx: GateContext) => boolean | Promise<boolean> {
   const o = parseOptions('slidingWindowLimit', slidingWindowLimitOptionsSchema, options);
   const limit = o.limit;
   const windowMs = o.windowSeconds * 1000;
-  const maxWaitMs = o.maxWaitMs ?? 1000;
+  const maxWaitMs = o.maxWaitMs ?? 0;
   const take = (ctx: GateContext, at: number, prev: readonly number[]): boolean => {
     const live = prev.filter((t) => t > at - windowMs);
     if (live.length >= limit) return false;

@@ -31,14 +31,15 @@ export const tokenBucketOptionsSchema = z.object({
  * `ctx.state.tokenBucket` (`{milliTokens, refilledAt}`); a denied evaluation's
  * update is discarded by the runner, so a deny consumes nothing.
  *
- * Out of tokens: waits for the next one when it is due within `maxWaitMs`,
- * else denies (the tail stays leased and returns when the lease expires).
+ * Out of tokens: denies (the tail stays leased and returns, in order, when
+ * the lease expires). With `maxWaitMs` set, it first waits for the next token
+ * when that is due within `maxWaitMs`.
  */
 export function tokenBucket(options: TokenBucketOptions): (value: unknown, ctx: GateContext) => boolean | Promise<boolean> {
   const o = parseOptions('tokenBucket', tokenBucketOptionsSchema, options);
   const capacity = o.capacity;
   const refill = o.refillPerSecond;
-  const maxWaitMs = o.maxWaitMs ?? 1000;
+  const maxWaitMs = o.maxWaitMs ?? 0;
   const full = capacity * 1000;
   const take = (ctx: GateContext, at: number, prev: TokenBucketState | undefined): boolean => {
     // milliTokens grow by `refill` per ms: tokens/s × 1000 milli / 1000 ms.

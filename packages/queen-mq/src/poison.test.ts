@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type RunHandle } from './index.js';
+import { Queen, Stream, type RunHandle, type WindowPlugin } from './index.js';
 import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker, runDefaults } from '../test/helpers.js';
 
 // Issue 13 item 5: a user function that throws on one message. The message is
@@ -163,5 +163,90 @@ describe('poison messages in streams', () => {
     expect(dlq.map((r) => [r.offset, r.data.n])).toEqual([['4', 4]]);
     expect(dlq[0]!.errorMessage).toContain('gate threw on the message at offset 4: limiter backend said no');
     expect(h.metrics()).toMatchObject({ messagesDeadLetteredTotal: 1, poisonRetriesTotal: 1, messagesTotal: 7 });
+  });
+  it('I28.5 an eventTime that returns nothing for one message: dead-lettered for the group with the error text, never acked away; the others are counted in their windows', async () => {
+    const { src, sink, queryId } = await names('place-no-ts');
+    await configureSource(b, src, { retryLimit: 1 });
+    const errors: { phase: string; offset?: string }[] = [];
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .windowTumbling({ seconds: 60, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults, logger: { warn: () => undefined }, onError: (_e, info) => errors.push(info) }),
+    );
+    const events = deadLettered(h);
+    const [p] = await push(b, src, [
+      { ts: '2026-01-05T10:00:01Z', v: 1 },
+      { ts: '2026-01-05T10:00:02Z', v: 2 },
+      { v: 4 }, // no event time
+      { ts: '2026-01-05T10:00:03Z', v: 8 },
+      { ts: '2026-01-05T10:01:10Z', v: 100 }, // closes [10:00, 10:01)
+    ]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 15000, 500);
+    expect(got.map((m) => m.data)).toEqual([{ count: 3, sum: 11 }]);
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '5' || null, 8000);
+    const dlq = await dlqOf(src);
+    expect(dlq.map((r) => [r.offset, r.consumerGroup, r.data])).toEqual([['3', `streams.${queryId}`, { v: 4 }]]);
+    expect(dlq[0]!.errorMessage).toBe(`stream query "${queryId}" (${h.queryUuid}): eventTime returned undefined for the message at offset 3; expected a Date, epoch ms or an ISO string`);
+    // retryLimit 1: two deliveries, each reported once
+    expect(errors).toEqual([
+      { phase: 'window-apply', partitionId: p!.partition_id, offset: '3' },
+      { phase: 'window-apply', partitionId: p!.partition_id, offset: '3' },
+    ]);
+    expect(events).toEqual([{ offset: '3', deliveries: 2, error: dlq[0]!.errorMessage }]);
+    // the open window holds exactly the last message
+    const rows = await stateRows(b, h.queryUuid, p!.partition_id);
+    expect(rows.filter((r) => r.key !== '__wm__').map((r) => r.value.acc)).toEqual([{ count: 1, sum: 100 }]);
+    expect(h.metrics()).toMatchObject({ messagesDeadLetteredTotal: 1, poisonRetriesTotal: 1, messagesTotal: 4 });
+  });
+
+  it('I28.5 an eventTime that throws, a window assign that throws, a keyBy that throws before the window: each message dead-lettered with its error', async () => {
+    const { src, sink, queryId } = await names('place-throws');
+    await configureSource(b, src, { retryLimit: 0 });
+    // A custom window that cannot place one instant.
+    const minute: WindowPlugin = {
+      kind: 'minute-but-7777',
+      shape: { seconds: 60 },
+      defaultIdleFlushMs: 0,
+      assign: (ts) => {
+        if (ts === 7777) throw new Error('no window for 7777');
+        const start = Math.floor(ts / 60_000) * 60_000;
+        return [{ start, end: start + 60_000 }];
+      },
+    };
+    const h = track(
+      await Stream.from(queen.queue(src))
+        .keyBy((m) => {
+          if (m.data.k === 'bad') throw new Error('no key');
+          return 'k';
+        })
+        .window(minute, {
+          eventTime: (m) => {
+            if (m.data.t === 'throw') throw new Error('clock field is corrupt');
+            return m.data.t;
+          },
+        })
+        .aggregate({ count: () => 1, sum: (m) => m.v })
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults, logger: { warn: () => undefined } }),
+    );
+    await push(b, src, [
+      { t: 1000, v: 1 },
+      { t: 'throw', v: 2 },
+      { t: 7777, v: 4 },
+      { t: 2000, v: 8, k: 'bad' },
+      { t: 3000, v: 16 },
+      { t: 61_000, v: 32 }, // closes [0, 60 s)
+    ]);
+    const got = await collectUntil(b, sink, (all) => all.length >= 1, 15000, 500);
+    expect(got.map((m) => m.data)).toEqual([{ count: 2, sum: 17 }]);
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '6' || null, 8000);
+    const dlq = (await dlqOf(src)).sort((x, y) => Number(x.offset) - Number(y.offset));
+    expect(dlq.map((r) => [r.offset, r.consumerGroup])).toEqual([['2', `streams.${queryId}`], ['3', `streams.${queryId}`], ['4', `streams.${queryId}`]]);
+    expect(dlq[0]!.errorMessage).toContain('eventTime threw on the message at offset 2: clock field is corrupt');
+    expect(dlq[1]!.errorMessage).toContain('window "minute-but-7777" assign threw on the message at offset 3: no window for 7777');
+    expect(dlq[2]!.errorMessage).toContain('.keyBy() threw on the message at offset 4: no key');
+    expect(h.metrics()).toMatchObject({ messagesDeadLetteredTotal: 3, messagesTotal: 3 });
   });
 });

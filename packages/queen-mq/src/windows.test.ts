@@ -3,7 +3,7 @@ import { type TestBroker } from '@queen-mq/testing';
 import { Queen, Stream } from './index.js';
 import { createHash } from 'node:crypto';
 import { eventually } from '@queen-mq/testing';
-import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
+import { collectUntil, configureSource, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Window boundaries, closing knobs and aggregates over real HTTP and PostgreSQL.
 
@@ -56,8 +56,9 @@ describe('window boundaries (event time)', () => {
 });
 
 describe('event-time knobs', () => {
-  it('S23 Date, epoch ms and ISO land in one window; unusable times are skipped, reported and still acked', async () => {
+  it('S23 Date, epoch ms and ISO land in one window; unusable times are reported and dead-lettered, never acked away (issue 28 item 5)', async () => {
     const { src, sink, queryId } = await names('s23');
+    await configureSource(b, src, { retryLimit: 0 });
     const errors: { phase: string; offset?: string }[] = [];
     const at = '2026-01-05T10:00:10.000Z';
     const h = track(
@@ -85,8 +86,11 @@ describe('event-time knobs', () => {
       { phase: 'window-apply', partitionId: expect.any(String), offset: '4' },
       { phase: 'window-apply', partitionId: expect.any(String), offset: '5' },
     ]);
-    expect(await cursorOf(b, `streams.${queryId}`, src)).toBe('6');
-    expect(h.metrics().messagesTotal).toBe(6);
+    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '6' || null, 8000);
+    const dlq = (await b.http('GET', `/api/v1/dlq?queue=${src}`)).body.messages.sort((x: any, y: any) => Number(x.offset) - Number(y.offset));
+    expect(dlq.map((m: any) => [m.offset, m.consumerGroup])).toEqual([['4', `streams.${queryId}`], ['5', `streams.${queryId}`]]);
+    expect(dlq[1].errorMessage).toContain('eventTime returned "not-a-date" for the message at offset 5');
+    expect(h.metrics()).toMatchObject({ messagesTotal: 4, messagesDeadLetteredTotal: 2 });
   });
 
   it('S21 event-time close: the window closes when the watermark reaches windowEnd (+ grace)', async () => {
