@@ -92,7 +92,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     startedAt: Date.now(),
     version: VERSION,
     encryption: createEncryptionState(config.encryptionKey),
-    features: { transaction: {}, maintenance: {} },
+    hooks: { maintenance: {} },
     timers: { heldWarned: false },
   };
   // The metrics' scrape-time gauges read through the context, so they are made with it.

@@ -6,6 +6,6 @@ export { Database } from './database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './embedded-postgres.js';
 export { migrate, brokerMigrations, checksumList, checksumOf, functionFiles, MigrationChangedError, type MigrationSource } from './migrate.js';
 export { registerRoute, type Input } from './http.js';
-export { setTransactionExtension, type TransactionExtension } from './transaction.js';
-export { setMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';
+export { setTransactionKv, type TransactionKv } from './transaction.js';
+export { setMaintenanceTask, type HookedMaintenanceTask, type MaintenanceTaskRunner } from './retention.js';
 export type { BrokerMetrics } from './metrics.js';

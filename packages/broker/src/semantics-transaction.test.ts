@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { QueenError } from '@queen-mq/protocol';
-import { setTransactionExtension } from './transaction.js';
+import { setTransactionKv } from './transaction.js';
 
 // POST /api/v1/transaction (PROTOCOL §5.7): pushes and acks in one PostgreSQL
 // transaction, over real HTTP on a real PostgreSQL.
@@ -288,16 +288,14 @@ describe('kv/timers extension point', () => {
     const x = await startTestBroker({ databaseUrl: b.databaseUrl });
     try {
       await x.sql.query('create table if not exists public.kv_probe (k text primary key)');
-      setTransactionExtension(x.ctx, {
-        kv: async (client, ops) => {
-          const out = [];
-          for (const op of ops) {
-            if (op.key === 'conflict') throw new QueenError('VERSION_CONFLICT', undefined, { extra: { currentVersion: 7 } });
-            await client.query('insert into public.kv_probe (k) values ($1)', [op.key]);
-            out.push({ op: op.op, namespace: op.namespace, key: op.key, applied: true });
-          }
-          return out;
-        },
+      setTransactionKv(x.ctx, async (client, ops) => {
+        const out = [];
+        for (const op of ops) {
+          if (op.key === 'conflict') throw new QueenError('VERSION_CONFLICT', undefined, { extra: { currentVersion: 7 } });
+          await client.query('insert into public.kv_probe (k) values ($1)', [op.key]);
+          out.push({ op: op.op, namespace: op.namespace, key: op.key, applied: true });
+        }
+        return out;
       });
       const q = uniqueName('ext');
       const ok = await x.http('POST', '/api/v1/transaction', {

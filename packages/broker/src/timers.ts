@@ -151,7 +151,7 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
  * answers the `timers` task of POST /api/v1/system/maintenance/run.
  */
 export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
-  setMaintenanceTask(ctx, 'timers', (client) => fireDueTimers(ctx, client));
+  setMaintenanceTask(ctx, 'timers', async (client) => ({ fired: await fireDueTimers(ctx, client) }));
   let running: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
