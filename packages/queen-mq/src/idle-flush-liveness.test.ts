@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, sleep, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // Issue 13 item 7: the idle flush must keep a partition while it holds open

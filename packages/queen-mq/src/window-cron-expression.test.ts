@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, push, stateRows, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Cron expressions in a time zone over real HTTP and PostgreSQL (the bucket
