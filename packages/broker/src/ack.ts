@@ -1,33 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { errorMessage, isErrorCode, routes, type AckItem, type AckResult } from '@queen-mq/protocol';
+import { ackResultsOf, routes, type AckAnswer, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
-import { ACK_SQL, ackParams, type AckAnswer, type AckCall, type AckRow, type AckRun } from './sql/queen.log_ack_v2.js';
-
-/**
- * The per-item results of an ack answer, in input order. The walk answers
- * failures by code; their text is the catalogue's.
- */
-export function ackResultsOf(items: { transactionId: string; partitionId: string }[], answer: AckAnswer): AckResult[] {
-  if (Array.isArray(answer)) return answer.map((r) => (r.code !== null && r.error === null && isErrorCode(r.code) ? { ...r, error: errorMessage(r.code) } : r));
-  return items.map((item, index) => {
-    const [queueName, partitionName] = answer.names[item.partitionId] ?? [null, null];
-    return {
-      index,
-      transactionId: item.transactionId,
-      success: true,
-      error: null,
-      code: null,
-      queueName,
-      partitionName,
-      leaseReleased: answer.released[index]!,
-      dlq: false,
-      offset: answer.offsets[index]!,
-      alreadyAcked: false,
-    };
-  });
-}
+import { ACK_SQL, ackParams, type AckCall, type AckRow, type AckRun } from './sql/queen.log_ack_v2.js';
 
 /** An offset as PostgreSQL prints a bigint: the answer repeats the item's own. */
 const CANONICAL_OFFSET = /^(0|[1-9][0-9]*)$/;

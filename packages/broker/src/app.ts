@@ -4,6 +4,7 @@ import { ackRoutes } from './ack.js';
 import { registerAuth } from './auth.js';
 import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from './http.js';
 import { registerOriginGuards } from './origin.js';
+import { discardBound, keepForUnreadBody } from './unread-body.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
 import { configureRoutes } from './configure.js';
@@ -101,8 +102,12 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
   registerOriginGuards(app, ctx.config);
   // Answers sent while shutting down (parked pops get 204) close their
   // keep-alive connection, else the server's close waits for the client.
-  app.addHook('onSend', async (_req, reply) => {
+  // An answer sent before the body was read (413, 401, 415, ...) keeps it
+  // until the client can have read the answer.
+  const unreadBodyBound = discardBound(ctx.config.maxBodyBytes);
+  app.addHook('onSend', async (request, reply) => {
     if (ctx.shutdown.aborted) reply.header('Connection', 'close');
+    else if (!request.raw.complete) keepForUnreadBody(request.raw, reply, unreadBodyBound);
   });
   registerAuth(app, ctx.config);
   // After auth (a caller without rights learns nothing about bodies), before

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { ackResultsOf, runAnswerOf, runOf } from './ack.js';
+import { ackResultsOf } from '@queen-mq/protocol';
+import { runAnswerOf, runOf } from './ack.js';
 import { ACK_SQL, ackParams, type AckCall, type AckRow } from './sql/queen.log_ack_v2.js';
 
 // queen.log_ack_v2 answers the common request (every item completed, inside

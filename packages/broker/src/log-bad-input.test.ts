@@ -215,7 +215,7 @@ describe('bad input', () => {
       ['timeout=-1&wait=true', 'query.timeout'],
       ['wait=maybe', 'query.wait'],
       ['autoAck=yes', 'query.autoAck'],
-      ['subscriptionMode=from_beginning', 'query.subscriptionMode'],
+      ['subscriptionMode=earliest', 'query.subscriptionMode'],
       ['subscriptionFrom=notadate', 'query.subscriptionFrom'],
       ['subscriptionFrom=2026-01-05T10:00:00', 'query.subscriptionFrom'],
     ] as const) {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, type TestBroker } from '@queen-mq/testing';
-import { pushResultOf } from './push-results.js';
+import { pushResultOf } from '@queen-mq/protocol';
 
 // A push result has one shape (PROTOCOL §5.3; a cycle's push_results, §7.4):
 // pushResultOf shapes it for every route, and raw SQL callers of the cycle

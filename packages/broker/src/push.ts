@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
+import { pushResultOf, QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload } from './encryption.js';
 import { registerRoute } from './http.js';
-import { pushResultOf } from './push-results.js';
 import { tally } from './metrics.js';
 import { PUSH_RUN_SQL, type AllocatorItem, type AllocatorResult } from './sql/queen.log_append_v1.js';
 import { PUSH_MANY_SQL } from './sql/queen.log_push_many_v1.js';

@@ -158,6 +158,55 @@ describe('Queen client bodies', () => {
     expect(next.body.messages.map((m: any) => m.data)).toEqual(['after']);
   });
 
+  // Queen's consume(): ConsumerManager's query string, `.subscriptionMode('from_beginning')` as its tests and examples write it.
+  const consumeQuery = (group: string, mode: string) => `&consumerGroup=${group}&subscriptionMode=${mode}`;
+
+  it("subscriptionMode=from_beginning (Queen v1's spelling of all) reads a new group from the start", async () => {
+    const queue = uniqueName('frombeg');
+    await pushN(queue, 3);
+    const r = await pop(queue, consumeQuery('g1', 'from_beginning'));
+    expect(r.status).toBe(200);
+    expect(r.body.messages.map((m: any) => m.data)).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+    const { rows } = await b.sql.query(`select s.mode from queen.subscriptions s join queen.queues q on q.id = s.queue_id where q.name = $1 and s.consumer_group = 'g1'`, [queue]);
+    expect(rows).toEqual([{ mode: 'all' }]);
+  });
+
+  it('subscriptionMode=from_beginning reads from the start over QUEEN_DEFAULT_SUBSCRIPTION_MODE=new', async () => {
+    const newByDefault = await startTestBroker({ databaseUrl: b.databaseUrl, config: { defaultSubscriptionMode: 'new' } });
+    try {
+      const queue = uniqueName('frombegnew');
+      await pushN(queue, 2);
+      const path = (extra: string) => `/api/v1/pop/queue/${queue}?batch=10&wait=false&timeout=30000${extra}`;
+      expect((await newByDefault.http('GET', path('&consumerGroup=skips'))).status).toBe(204);
+      const all = await newByDefault.http('GET', path(consumeQuery('reads', 'from_beginning')));
+      expect([all.status, all.body.messages?.length]).toEqual([200, 2]);
+    } finally {
+      await newByDefault.stop();
+    }
+  });
+
+  it('an unknown subscriptionMode is a 400 naming the parameter, and joins no group', async () => {
+    const queue = uniqueName('badmode');
+    await pushN(queue, 1);
+    for (const mode of ['from-beginning', 'latest', 'ALL']) {
+      const r = await pop(queue, consumeQuery('g', mode));
+      expect([r.status, r.body.code, r.body.details.map((d: any) => d.field)], mode).toEqual([400, 'VALIDATION_FAILED', ['query.subscriptionMode']]);
+    }
+    expect(await cursor(queue, 'g')).toBeUndefined();
+  });
+
+  it("a stream query registered again with another config_hash: 409 CONFIG_HASH_MISMATCH whose error says 'config_hash mismatch'", async () => {
+    // Queen's registerQuery(): name, source_queue, config_hash, reset always; sink_queue when the chain has one.
+    const name = uniqueName('sqhash');
+    const source = uniqueName('ssrc');
+    const first = await post('/streams/v1/queries', { name, source_queue: source, config_hash: 'shape-1', reset: false });
+    expect(first.status).toBe(200);
+    const again = await post('/streams/v1/queries', { name, source_queue: source, sink_queue: uniqueName('never'), config_hash: 'shape-2', reset: false });
+    expect([again.status, again.body.code, again.body.success, again.body.query_id]).toEqual([409, 'CONFIG_HASH_MISMATCH', false, first.body.query_id]);
+    // Queen's client throws `new Error(err.body.error + hint)`; its suite looks for these words.
+    expect(again.body.error).toMatch(/config_hash mismatch/i);
+  });
+
   it('streams routes: register, cycle and state read with null optional fields', async () => {
     const source = uniqueName('ssrc');
     await pushN(source, 1);

@@ -45,7 +45,8 @@ export class StreamCounters {
 
   /** One answered cycle element. */
   recordResult(body: CycleBody, result: CycleResult): void {
-    if (result.code === 'QUERY_NOT_FOUND') return;
+    // Neither a cycle nor an error: a dropped query, or an idle flush the broker held back (nothing written).
+    if (result.code === 'QUERY_NOT_FOUND' || result.code === 'FLUSH_DEFERRED') return;
     const c = this.entry(body.query_id);
     if (!c) return;
     if (result.success) {

@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { errorMessage, isErrorCode, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
+import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, partitionsByQueue } from './push.js';
-import { pushResultOf } from './push-results.js';
 import type { AllocatorItem } from './sql/queen.log_append_v1.js';
 import { CYCLE_SQL, type CycleRow, type SinkAnswer } from './sql/queen.log_streams_cycle_v1.js';
 
@@ -50,6 +49,8 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       sink_items: sinkItems,
       ack: body.ack,
       release_lease: body.release_lease,
+      // An idle flush's guard (queen_streams.flush_pending_v1.sql); absent on a cycle with an ack.
+      ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,
     };
@@ -92,7 +93,7 @@ export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): voi
       perQuery.recordError(body.query_id, err instanceof QueenError ? err.code : 'INTERNAL_ERROR');
       throw err;
     }
-    cycles.inc({ result: result.success ? 'success' : 'failure' });
+    cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : 'failure' });
     perQuery.recordResult(body, result);
     return result;
   });

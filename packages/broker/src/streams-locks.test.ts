@@ -2,7 +2,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
 // Lock order under a mixed concurrent load (PROTOCOL §4, DESIGN §4): stream
-// cycles (shard lock → sink append locks → source cursor), idle flushes,
+// cycles (shard lock → sink append locks → source cursor), idle flushes
+// (half of them guarded: they wait for the source partition's append lock),
 // plain pushes into the same sink partitions in both orders, pops, resets and
 // drops of queries, all at once over HTTP. A deadlock (40P01) would surface as
 // a 500; every answer must be a success or an element outcome, and every
@@ -63,14 +64,20 @@ it('mixed cycles, flushes, pushes, pops, resets and drops run concurrently witho
   async function flusher(k: number) {
     for (let i = 0; i < 15; i++) {
       const p = SOURCES[(k + i) % SOURCES.length]!;
+      // Every other flush carries the guard: it waits for the pushers' append lock on its source partition (019).
+      const guarded = i % 2 === 1;
       const res = await call('POST', '/streams/v1/cycle', {
         query_id: qid,
         partition_id: pidOf.get(p),
+        consumer_group: `streams.${name}`,
         ack: null,
         state_ops: [{ type: 'delete', key: `acc:${p}` }],
         push_items: shuffled(SINKS).map((s) => ({ queue: sink, partition: s, payload: { flush: k, i }, transactionId: `fl-${k}-${i}-${s}` })),
+        ...(guarded ? { flush_before: Date.now() - 5 } : {}),
       });
-      expect(res.body.success).toBe(true); // no expected_version: a flush without CAS always applies
+      // No expected_version: a flush without CAS always applies, unless its guard sees a message pending.
+      if (guarded && !res.body.success) expect(res.body.code).toBe('FLUSH_DEFERRED');
+      else expect(res.body.success).toBe(true);
       for (const r of res.body.push_results) if (r.status === 'queued') queuedByCycles.add(r.transaction_id);
     }
   }

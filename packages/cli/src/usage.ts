@@ -32,6 +32,9 @@ Operations:
   groups seek <group> <queue>      --to-end | --timestamp ISO | --partition p [--offset n | --timestamp ISO | --to-end]
   dlq list [--queue q] [--group g] [--partition p] [--limit n] [--offset n]
   dlq requeue <id>... [--group g]  push again to the partition, remove the entries
+      [--to-queue q] [--to-partition p]   into another queue instead
+  dlq requeue --queue q|--group g|--partition p|--error text|--after ISO|--before ISO
+      [--page n] [--to-queue q] [--to-partition p]   in bulk, page by page, with progress
   dlq delete <id>... [--group g]   remove the entries
   streams list
   streams state <query> [partition]  state rows (partition name or id; all source partitions if omitted)

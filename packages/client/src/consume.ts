@@ -1,5 +1,4 @@
-import type { PoppedMessage, PopResponse } from '@queen-mq/protocol';
-import type { AckInput } from './queen.js';
+import type { AckInput, PoppedMessage, PopResponse } from '@queen-mq/protocol';
 import type { QueueHandle } from './queue-handle.js';
 import { parseOptions } from '@queen-mq/protocol';
 import { backoffDelay, sleep } from './retry.js';

@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { QueenError, parseOptions, routes, type AckResult, type AckStatus, type LeaseExtendResult } from '@queen-mq/protocol';
+import { ackRequestOf, parseOptions, routes, type AckDefaults, type AckInput, type AckResult, type LeaseExtendResult } from '@queen-mq/protocol';
 import { queenOptionsSchema } from './options.js';
 import { routeCalls, type RouteCalls } from './route-calls.js';
 import { QueueHandle } from './queue-handle.js';
@@ -25,29 +25,8 @@ export interface QueenOptions {
   dispatcher?: Dispatcher;
 }
 
-/** What to acknowledge: a popped message works as is (its extra fields are ignored). */
-export interface AckInput {
-  transactionId: string;
-  partitionId: string;
-  /** Fences the ack to the lease that delivered it; `""` (autoAck pops) counts as absent. */
-  leaseId?: string;
-  /** Default: the options' status, else `completed`. */
-  status?: AckStatus;
-  /** Failure text stored with a `failed`/`dlq` ack. */
-  error?: string;
-  /** Taken as the group when the options name none (popped messages carry it). */
-  consumerGroup?: string;
-  /** The message's offset (popped messages carry it): lets the broker find it by key. */
-  offset?: string;
-}
-
-export interface AckOptions {
-  /** Consumer group; default the items' `consumerGroup`, else the queue-mode group. */
-  consumerGroup?: string;
-  /** Status for items that carry none. Default `completed`. */
-  status?: AckStatus;
-  /** Error text for items that carry none. */
-  error?: string;
+/** Options of {@link Queen.ack}: the items' defaults, and a signal. */
+export interface AckOptions extends AckDefaults {
   signal?: AbortSignal;
 }
 
@@ -109,21 +88,7 @@ export class Queen {
   async ack(items: AckInput | AckInput[], options: AckOptions = {}): Promise<AckResult[]> {
     const list = Array.isArray(items) ? items : [items];
     if (list.length === 0) return [];
-    const groups = new Set(list.map((i) => i.consumerGroup).filter((g): g is string => !!g));
-    if (!options.consumerGroup && groups.size > 1) {
-      throw new QueenError('VALIDATION_FAILED', 'ack items belong to several consumer groups; ack them per group', {
-        details: [{ field: 'consumerGroup', message: `items name ${[...groups].join(', ')}` }],
-      });
-    }
-    const consumerGroup = options.consumerGroup ?? [...groups][0];
-    const wire = list.map((i) => ({
-      transactionId: i.transactionId,
-      partitionId: i.partitionId,
-      status: i.status ?? options.status ?? 'completed',
-      ...(i.leaseId ? { leaseId: i.leaseId } : {}),
-      ...(i.offset ? { offset: i.offset } : {}),
-      ...((i.error ?? options.error) !== undefined ? { error: i.error ?? options.error } : {}),
-    }));
+    const { consumerGroup, items: wire } = ackRequestOf(list, options);
     const send = () =>
       (wire.length === 1
         ? this.api.ack({ body: { ...wire[0]!, ...(consumerGroup ? { consumerGroup } : {}) }, idempotent: true, signal: options.signal })

@@ -1,6 +1,5 @@
-import { QueenError, isErrorCode, type AckStatus, type KvOpResult, type TimerResult, type TransactionAckResult, type TransactionPushResult } from '@queen-mq/protocol';
-import type { Queen, AckInput } from './queen.js';
-import { isPushInput, type PushInput } from './queue-handle.js';
+import { QueenError, isErrorCode, pushWireItem, type AckInput, type AckStatus, type PushInput, type KvOpResult, type TimerResult, type TransactionAckResult, type TransactionPushResult } from '@queen-mq/protocol';
+import type { Queen } from './queen.js';
 
 /** A queue by name, or a handle (a pinned handle supplies the partition). */
 export type QueueRef = string | { name: string; partitionName?: string };
@@ -70,17 +69,7 @@ export class TransactionBuilder {
     if (list.length === 0) return this;
     this.operations.push({
       type: 'push',
-      items: list.map((raw) => {
-        const item: PushInput = isPushInput(raw) ? raw : { payload: raw };
-        const partition = item.partition ?? q.partition;
-        return {
-          queue: q.name,
-          ...(partition !== undefined ? { partition } : {}),
-          payload: item.payload !== undefined ? item.payload : (item.data ?? null),
-          ...(item.transactionId !== undefined ? { transactionId: item.transactionId } : {}),
-          ...(item.traceId !== undefined ? { traceId: item.traceId } : {}),
-        };
-      }),
+      items: list.map((raw) => pushWireItem(q.name, raw, q.partition)),
     });
     return this;
   }

@@ -161,8 +161,8 @@ export const dlqResponse = z.object({
 });
 
 /**
- * DLQ requeue and delete (extension): the entries named by message `id` (as
- * GET /api/v1/dlq lists them), of every group or only of `consumerGroup`.
+ * DLQ delete (extension): the entries named by message `id` (as GET
+ * /api/v1/dlq lists them), of every group or only of `consumerGroup`.
  */
 export const dlqIdsBody = z.object({
   ids: z.array(uuid).min(1).max(1000),
@@ -170,13 +170,61 @@ export const dlqIdsBody = z.object({
 });
 export type DlqIdsBody = z.infer<typeof dlqIdsBody>;
 
-/** One id of a requeue, in input order. `success:false, code:"MESSAGE_NOT_FOUND"`: no DLQ entry matched it. */
+/** Most DLQ entries one bulk requeue moves (its page); the default page is 100. */
+export const DLQ_REQUEUE_MAX_PAGE = 1000;
+
+/**
+ * DLQ requeue (extension): the messages of the entries named by `ids` (as
+ * GET /api/v1/dlq lists them), or in bulk the entries matching the filters
+ * (`queue`, `consumerGroup`, `partition`, `errorContains`, `failedAfter`,
+ * `failedBefore`), oldest failure first, at most `limit` per request: call
+ * again while `remaining` > 0. `consumerGroup` narrows either form to that
+ * group's entries. `targetQueue` (and `targetPartition`, default the
+ * message's own partition name) replays into another queue instead of the
+ * message's own partition.
+ */
+export const dlqRequeueBody = z
+  .object({
+    ids: z.array(uuid).min(1).max(1000).optional(),
+    consumerGroup: name255.optional(),
+    queue: queueName.optional(),
+    partition: name255.optional(),
+    /** Entries whose error message contains this text (case-insensitive). */
+    errorContains: z.string().min(1).max(1000).optional(),
+    /** Entries that failed at or after this time. */
+    failedAfter: isoTime.optional(),
+    /** Entries that failed before this time (a replay pins it when it starts, so what fails again meanwhile is not replayed again). */
+    failedBefore: isoTime.optional(),
+    limit: z.number().int().min(1).max(DLQ_REQUEUE_MAX_PAGE).default(100),
+    targetQueue: queueName.optional(),
+    targetPartition: name255.optional(),
+  })
+  .superRefine((b, ctx) => {
+    const filters = (['queue', 'partition', 'errorContains', 'failedAfter', 'failedBefore'] as const).filter((f) => b[f] !== undefined);
+    if (b.ids !== undefined && filters.length > 0) {
+      for (const f of filters) ctx.addIssue({ code: 'custom', path: [f], message: 'is a bulk filter: name ids or filters, not both' });
+    }
+    if (b.ids === undefined && filters.length === 0 && b.consumerGroup === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ids'], message: 'name the entries: ids, or at least one filter (queue, consumerGroup, partition, errorContains, failedAfter, failedBefore)' });
+    }
+    if (b.targetPartition !== undefined && b.targetQueue === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['targetPartition'], message: 'needs targetQueue' });
+    }
+  });
+export type DlqRequeueBody = z.infer<typeof dlqRequeueBody>;
+
+/**
+ * One message of a requeue, in input order (by ids) or oldest failure first
+ * (bulk). `success:false, code:"MESSAGE_NOT_FOUND"`: no DLQ entry matched the
+ * id (never there, or already requeued or deleted).
+ */
 export const dlqRequeueResult = z.object({
   index: z.number().int(),
   id: z.string(),
   success: z.boolean(),
   code: z.string().nullable(),
   error: z.string().nullable(),
+  /** Where the message was pushed: its own partition, or the target's. */
   queue: z.string().nullable(),
   partition: z.string().nullable(),
   partitionId: z.string().nullable(),
@@ -185,8 +233,22 @@ export const dlqRequeueResult = z.object({
   /** The re-pushed message: a new id and offset at the partition's head. */
   messageId: z.string().nullable(),
   offset: z.string().nullable(),
+  /**
+   * `dlq:<id>`, the re-pushed message's transactionId: a replay of the same
+   * message into the same partition while the first copy is retained answers
+   * `duplicate` (the copy's messageId and offset) instead of queueing it twice.
+   */
+  transactionId: z.string().nullable(),
+  status: z.enum(['queued', 'duplicate']).nullable(),
 });
-export const dlqRequeueResponse = z.object({ success: z.literal(true), requeued: z.number().int(), results: z.array(dlqRequeueResult) });
+export const dlqRequeueResponse = z.object({
+  success: z.literal(true),
+  /** Messages re-pushed (queued or duplicate) by this request. */
+  requeued: z.number().int(),
+  results: z.array(dlqRequeueResult),
+  /** Bulk only: matching entries still in the DLQ after this request (call again while > 0). */
+  remaining: z.number().int().optional(),
+});
 export const dlqDeleteResponse = z.object({
   success: z.literal(true),
   deleted: z.number().int(),
@@ -350,7 +412,7 @@ export const adminRoutes = {
   seekQueue: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/seek', level: 'read-write', summary: 'Move the group cursor of every partition of a queue', params: groupQueueParams, body: queueSeekBody, response: queueSeekResponse }),
   seekPartition: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek', level: 'read-write', summary: 'Move the group cursor of one partition', params: groupPartitionParams, body: partitionSeekBody, response: partitionSeekResponse }),
   dlq: route({ method: 'GET', url: '/api/v1/dlq', level: 'read-only', summary: 'Dead-lettered messages, newest failure first', query: dlqQuery, response: dlqResponse }),
-  dlqRequeue: route({ method: 'POST', url: '/api/v1/dlq/requeue', level: 'admin', summary: 'Re-push dead-lettered messages to their partitions and remove their DLQ entries', body: dlqIdsBody, response: dlqRequeueResponse }),
+  dlqRequeue: route({ method: 'POST', url: '/api/v1/dlq/requeue', level: 'admin', summary: 'Re-push dead-lettered messages (by id, or in bulk by filters, paged) to their partitions or another queue, and remove their DLQ entries', body: dlqRequeueBody, response: dlqRequeueResponse }),
   dlqDelete: route({ method: 'POST', url: '/api/v1/dlq/delete', level: 'admin', summary: 'Remove DLQ entries (the messages stay in the log)', body: dlqIdsBody, response: dlqDeleteResponse }),
   transaction: route({ method: 'POST', url: '/api/v1/transaction', level: 'read-write', summary: 'Pushes and acks (and kv, timers) in one PostgreSQL transaction', body: transactionBody, response: transactionResponse }),
   maintenanceGet: route({ method: 'GET', url: '/api/v1/system/maintenance', level: 'admin', summary: 'Maintenance flags', response: maintenanceStatusResponse }),

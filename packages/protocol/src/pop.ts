@@ -18,10 +18,11 @@ export function popQuery(limits: PopLimits = { maxBatch: 10000, maxTimeoutMs: 30
     consumerGroup: name255.default('__QUEUE_MODE__'),
     autoAck: queryBool.default(false),
     partitions: queryInt(1, 1000).default(1),
-    // `new-only` is Queen v1's older spelling of `new`; its clients may still send it.
+    // Queen v1's other spellings, which its clients and examples send:
+    // `new-only` for `new`, `from_beginning` for `all`.
     subscriptionMode: z
-      .enum(['all', 'new', 'new-only'])
-      .transform((m) => (m === 'new-only' ? 'new' : m))
+      .enum(['all', 'new', 'new-only', 'from_beginning'])
+      .transform((m) => (m === 'new-only' ? 'new' : m === 'from_beginning' ? 'all' : m))
       .optional(),
     subscriptionFrom: z.union([z.literal('now'), isoTime]).optional(),
   });

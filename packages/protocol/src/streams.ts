@@ -114,9 +114,18 @@ export const cycleBody = z.object({
    * building, sending and parsing them cost more than the counts it needs.
    */
   push_result_detail: z.enum(['items', 'counts']).default('items'),
+  /**
+   * Extension, an idle flush's guard (epoch ms; ack must be null): the
+   * element commits only if every message of the source partition stamped
+   * (createdAt) before this instant is consumed by `consumer_group`, a push
+   * still committing included, and the instant is not ahead of the broker's
+   * clock. Else it answers `success:false, code:'FLUSH_DEFERRED'` and writes
+   * nothing: a window ending by then may still get messages.
+   */
+  flush_before: z.number().int().min(0).max(8.64e15).optional(),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
-});
+}).refine((b) => b.flush_before === undefined || b.ack === null, { path: ['flush_before'], message: 'only on an idle flush (ack: null)' });
 export type CycleBody = z.infer<typeof cycleBody>;
 
 export const stateResult = z.object({

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, testStream, uniqueName, type TestBroker, type TestStream } from '@queen-mq/testing';
 import { Stream } from './index.js';
+import { emitData as data, iso, withBounds } from '../test/helpers.js';
 
 // Event-time idleness (idleTimeoutMs): a partition quiet for longer than the
 // timeout has its watermark advanced by the broker's clock,
@@ -12,10 +13,6 @@ beforeAll(async () => {
   b = await startTestBroker({ virtualClock: '2026-01-05T10:00:00.000Z' });
 });
 afterAll(async () => b?.stop());
-
-const iso = (epochMs: number) => new Date(epochMs).toISOString();
-const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });
-const data = (emits: { data: unknown }[]) => emits.map((e) => e.data);
 
 const sources = new WeakMap<TestStream, string>();
 const sourceOf = (t: TestStream) => sources.get(t)!;

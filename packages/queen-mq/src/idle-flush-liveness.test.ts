@@ -1,9 +1,9 @@
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, sleep, type TestBroker } from '@queen-mq/testing';
-import { type Queen, Stream } from './index.js';
-import { collectUntil, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
+import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { Queen, Stream } from './index.js';
+import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // Issue 13 item 7: the idle flush must keep a partition while it holds open
 // windows. It used to forget a partition quiet for 5 minutes (and seed a
@@ -16,27 +16,46 @@ const { names, track } = env;
 let b: TestBroker;
 let queen: Queen;
 let proxy: Server | undefined;
-beforeAll(() => {
+/**
+ * A broker whose database clock the test moves (it stamps createdAt and is
+ * the clock windows close on; the runner's clock seam reads it too): minutes
+ * pass for the broker and the runner alike, without waiting for them. Moving
+ * only the runner's clock no longer closes a window, as the broker's flush
+ * guard refuses a window end ahead of its own clock (issue 28).
+ */
+let vb: TestBroker;
+let vqueen: Queen;
+beforeAll(async () => {
   ({ b, queen } = env);
+  vb = await startTestBroker({ virtualClock: Date.now() });
+  vqueen = new Queen({ url: vb.url });
 });
 afterAll(async () => {
   // The runner behind it may still hold keep-alive connections.
   proxy?.closeAllConnections();
   await new Promise((r) => (proxy ? proxy.close(r) : r(undefined)));
+  await Promise.all(virtualHandles.map((h) => h.stop()));
+  await vqueen?.close();
+  await vb?.stop();
 });
 
 const MINUTE = 60_000;
+const virtualHandles: { stop(): Promise<void> }[] = [];
 
-/** A clock seam for run(): real time plus a jump the test moves forward. */
-function fakeClock() {
-  const clock = { jumpMs: 0, now: () => Date.now() + clock.jumpMs };
-  return clock;
+/** A configured source, a sink and a query name on the virtual-clock broker. */
+async function virtualNames(prefix: string) {
+  const src = uniqueName(`${prefix}-src`);
+  await configureSource(vb, src);
+  return { src, sink: uniqueName(`${prefix}-sink`), queryId: uniqueName(prefix) };
 }
 
-/** Moves a fake clock forward a minute at a time, letting the flush tick between steps. */
-async function advance(clock: { jumpMs: number }, minutes: number) {
+/** The runner's clock seam on the virtual clock. */
+const virtualNow = () => vb.clock!.now();
+
+/** Moves the database's clock forward a minute at a time, letting the flush tick between steps. */
+async function advance(minutes: number) {
   for (let i = 0; i < minutes; i++) {
-    clock.jumpMs += MINUTE;
+    await vb.clock!.advance(MINUTE);
     await sleep(150);
   }
 }
@@ -77,47 +96,50 @@ async function answerLosingProxy(target: string): Promise<{ url: string; cut: ()
 }
 
 describe('idle flush liveness', () => {
-  it('I13.7 a 10-minute window on a partition quiet for longer than 5 minutes is emitted once, exact count (fake clock)', async () => {
-    const { src, sink, queryId } = await names('flush-long');
-    const clock = fakeClock();
-    const h = track(
-      await Stream.from(queen.queue(src))
-        .windowTumbling({ seconds: 600, idleFlushMs: 100 })
-        .aggregate({ count: () => 1 })
-        .to(queen.queue(sink))
-        .run({ queryId, url: b.url, batchSize: 50, maxWaitMillis: 200, clock: clock.now }),
-    );
-    const [p] = await push(b, src, [1, 2, 3, 4, 5].map((n) => ({ n })));
-    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '5', 8000);
-    // Eleven quiet minutes pass on the runner's clock: past the old 5-minute horizon, and past the window's end.
-    await advance(clock, 11);
-    const got = await collectUntil(b, sink, (all) => all.length >= 1, 5000, 600);
+  it('I13.7 a 10-minute window on a partition quiet for longer than 5 minutes is emitted once, exact count (virtual clock)', async () => {
+    const { src, sink, queryId } = await virtualNames('flush-long');
+    const h = await Stream.from(vqueen.queue(src))
+      .windowTumbling({ seconds: 600, idleFlushMs: 100 })
+      .aggregate({ count: () => 1 })
+      .to(vqueen.queue(sink))
+      .run({ queryId, url: vb.url, batchSize: 50, maxWaitMillis: 200, clock: virtualNow });
+    virtualHandles.push(h);
+    const [p] = await push(vb, src, [1, 2, 3, 4, 5].map((n) => ({ n })));
+    await eventually(async () => (await cursorOf(vb, `streams.${queryId}`, src)) === '5', 8000);
+    // Eleven quiet minutes pass: past the old 5-minute horizon, and past the window's end.
+    await advance(11);
+    const got = await collectUntil(vb, sink, (all) => all.length >= 1, 5000, 600);
     expect(got.map((m) => m.data)).toEqual([{ count: 5 }]);
-    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await stateRows(vb, h.queryUuid, p!.partition_id)).toEqual([]);
     expect(h.metrics().flushCyclesTotal).toBe(1);
   });
 
   it('I13.7 a runner restarted after its source went quiet 10 minutes ago still flushes the open window it finds in state', async () => {
-    const { src, sink, queryId } = await names('flush-restart');
-    const run = (clock?: () => number) =>
-      Stream.from(queen.queue(src))
+    const { src, sink, queryId } = await virtualNames('flush-restart');
+    const run = () =>
+      Stream.from(vqueen.queue(src))
         .windowTumbling({ seconds: 600, idleFlushMs: 100 })
         .aggregate({ count: () => 1 })
-        .to(queen.queue(sink))
-        .run({ queryId, url: b.url, batchSize: 50, maxWaitMillis: 200, ...(clock ? { clock } : {}) });
+        .to(vqueen.queue(sink))
+        .run({ queryId, url: vb.url, batchSize: 50, maxWaitMillis: 200, clock: virtualNow });
     const first = await run();
-    const [p] = await push(b, src, [1, 2, 3].map((n) => ({ n })));
-    await eventually(async () => (await cursorOf(b, `streams.${queryId}`, src)) === '3', 8000);
+    const [p] = await push(vb, src, [1, 2, 3].map((n) => ({ n })));
+    await eventually(async () => (await cursorOf(vb, `streams.${queryId}`, src)) === '3', 8000);
     await first.stop();
-    // The partition's last activity is now 10 minutes old, as after a quiet spell.
-    await b.sql.query(`update queen.partitions set last_activity = now() - interval '10 minutes' where id = $1`, [p!.partition_id]);
+    // Ten quiet minutes: the partition's last activity is now 10 minutes old.
+    await advance(10);
 
-    const clock = fakeClock();
-    const second = track(await run(clock.now));
-    await advance(clock, 11);
-    const got = await collectUntil(b, sink, (all) => all.length >= 1, 5000, 600);
+    const second = await run();
+    virtualHandles.push(second);
+    // A message on another partition: the new runner learns the broker's clock from its createdAt (its
+    // /health Date sample is the broker process's real clock, which the moved database clock has left behind).
+    await push(vb, src, [{ n: 9 }], 'other');
+    await eventually(async () => (await cursorOf(vb, `streams.${queryId}`, src, 'other')) === '1', 8000);
+    await advance(1);
+    const ofDefault = (all: { partition: string }[]) => all.filter((m) => m.partition === 'Default');
+    const got = ofDefault(await collectUntil(vb, sink, (all) => ofDefault(all).length >= 1, 5000, 600));
     expect(got.map((m) => m.data)).toEqual([{ count: 3 }]);
-    expect(await stateRows(b, second.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await stateRows(vb, second.queryUuid, p!.partition_id)).toEqual([]);
   });
 
   it('I13.7 a cycle whose answer was lost (it committed) does not keep its partition out of the flush: the window closes with its exact count', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, testStream, uniqueName, type TestBroker } from '@queen-mq/testing';
 import type { LateRecord, WindowPlugin } from '@queen-mq/core';
 import { Stream, queueSink } from './index.js';
+import { iso, withBounds } from '../test/helpers.js';
 
 // onLate: a queue (or any sink plugin). Every late value reaches that queue
 // as a late record, pushed in the cycle that judged it late, for every window
@@ -14,8 +15,6 @@ beforeAll(async () => {
 afterAll(async () => b?.stop());
 
 const T = Date.parse('2026-01-05T10:00:00.000Z');
-const iso = (epochMs: number) => new Date(epochMs).toISOString();
-const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });
 const UUID = expect.stringMatching(/^[0-9a-f-]{36}$/);
 
 /** Everything on `queue` so far (auto-acked, so each call answers what is new). */

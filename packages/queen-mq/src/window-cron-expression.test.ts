@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
 import { type Queen, Stream } from './index.js';
-import { collectUntil, push, stateRows, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
+import { collectUntil, push, stateRows, useStreamBroker, SEP, runDefaults, withBounds } from '../test/helpers.js';
 
 // Cron expressions in a time zone over real HTTP and PostgreSQL (the bucket
 // properties are in packages/windows/cron), and the config hashes of the unit
@@ -14,9 +14,6 @@ let queen: Queen;
 beforeAll(() => {
   ({ b, queen } = env);
 });
-
-const iso = (epochMs: number) => new Date(epochMs).toISOString();
-const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });
 
 describe('cron expression windows', () => {
   it('business hours in Europe/Berlin: office hours, then Friday 17:00 CET to Monday 09:00 CEST across the DST switch', async () => {

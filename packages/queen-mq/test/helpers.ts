@@ -87,6 +87,13 @@ export const sumOf = (msgs: SinkMessage[], field: string) => msgs.reduce((s, m) 
 
 export { sleep };
 
+/** Epoch ms as the ISO string a window emit carries. */
+export const iso = (epochMs: number) => new Date(epochMs).toISOString();
+/** A `.map` after `.aggregate`: the aggregate with its window's bounds as ISO strings. */
+export const withBounds = (agg: object, ctx: { windowStart?: number; windowEnd?: number }) => ({ ...agg, start: iso(ctx.windowStart!), end: iso(ctx.windowEnd!) });
+/** The payloads of emits, in order. */
+export const emitData = (emits: { data: unknown }[]) => emits.map((e) => e.data);
+
 export const SEP = '\u001f';
 /** Run options of the SCENARIOS.md stream defaults. */
 export const runDefaults = { batchSize: 50, maxWaitMillis: 300 };

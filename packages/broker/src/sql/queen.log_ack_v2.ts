@@ -1,19 +1,10 @@
-import type { AckResult } from '@queen-mq/protocol';
+import type { AckAnswer } from '@queen-mq/protocol';
 import type { NamedStatement } from '../database.js';
 
 // The TypeScript half of queen.log_ack_v2.sql, beside it: the statements
 // that call the function, the order of their parameters and the row they
 // answer. A change to the function's arguments or result is a change to
 // both files.
-
-/**
- * What r_answer holds: the per-item results of the walk, or, for a request
- * whose every item completed inside its lease, the compact form below that
- * ackResultsOf (ack.ts) expands. Building the per-item objects in SQL cost
- * as much as the rest of such an ack. Null when a pop's run was applied: the
- * row's other columns and the run itself make the answer.
- */
-export type AckAnswer = AckResult[] | { offsets: string[]; released: boolean[]; names: Record<string, [string, string]> };
 
 /** One pop's run, as the function's arrays take it. */
 export interface AckRun {
@@ -31,6 +22,12 @@ export interface AckRow {
   released: string | null;
   queue_name: string | null;
   partition_name: string | null;
+  /**
+   * The per-item results of the walk, or the compact form of a request
+   * whose every item completed inside its lease (ackResultsOf expands both);
+   * null when a pop's run was applied: the row's other columns and the run
+   * make the answer (runAnswerOf, ack.ts).
+   */
   answer: AckAnswer | null;
   /** The request's partitions a pop of the group could claim now (all of them in the `skip` form). */
   claimable: string[];

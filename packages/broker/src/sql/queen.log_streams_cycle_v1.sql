@@ -1,5 +1,8 @@
--- PROTOCOL §8, as 003, with `error` null when the failure carries no text
--- (the broker words every failure from the catalogue).
+-- PROTOCOL §8, with `error` null when the failure carries no text (the
+-- broker words every failure from the catalogue), and the idle flush's guard
+-- (queen_streams.flush_pending_v1) before an element that carries
+-- `flush_before`; an element without it (every cycle with an ack) runs as
+-- before, one jsonb key test more.
 create or replace function queen.log_streams_cycle_v1(p_elements jsonb) returns jsonb
 language plpgsql as $$
 declare
@@ -24,6 +27,12 @@ begin
       'query_id', (v_el->>'query_id')::uuid::text, 'partition_id', (v_el->>'partition_id')::uuid::text,
       'queueName', (select p.queue_name from queen.partitions p where p.id = (v_el->>'partition_id')::uuid));
     begin
+      -- Under the shard lock taken above: no cycle of this (query, partition) moves the cursor meanwhile.
+      if v_el ? 'flush_before' and queen_streams.flush_pending_v1((v_el->>'partition_id')::uuid,
+           coalesce(v_el->>'consumer_group', '__QUEUE_MODE__'),
+           timestamptz 'epoch' + (v_el->>'flush_before')::bigint * interval '1 millisecond') then
+        perform queen_streams.fail_v2('FLUSH_DEFERRED');
+      end if;
       v_res := v_base || queen_streams.apply_element(v_el);
     exception when sqlstate 'QS001' then
       get stacked diagnostics v_code = message_text, v_error = pg_exception_detail, v_extra = pg_exception_hint;

@@ -41,6 +41,12 @@ export interface Commit {
   ack: (CycleAck & { leaseId: string }) | null;
   /** With an ack: release the lease on commit (the route's default is true). */
   releaseLease?: boolean;
+  /**
+   * An idle flush's guard (broker time, epoch ms): the broker commits the
+   * flush only once every source message stamped before it is consumed,
+   * else answers FLUSH_DEFERRED (see idle-flush.ts).
+   */
+  flushBefore?: number;
   /** Source messages the ack settles (the `cycle:commit` count; 0 for a flush). */
   messages: number;
   /** Window emits or per-message outputs handed to the sink. */
@@ -49,8 +55,12 @@ export interface Commit {
   onCommitted?: (res: CycleResponse) => void;
 }
 
-/** How a commit ended: applied, lost a compare-and-set race (recompute), or not applied (already reported). */
-type CommitResult = 'committed' | 'conflict' | 'not-committed';
+/**
+ * How a commit ended: applied, lost a compare-and-set race (recompute), a
+ * flush the broker held back (a message it may close over is still pending),
+ * or not applied (already reported).
+ */
+type CommitResult = 'committed' | 'conflict' | 'deferred' | 'not-committed';
 
 /** How often a batch is recomputed after VERSION_CONFLICT before it is left to the lease. */
 export const MAX_CONFLICT_RETRIES = 8;
@@ -69,7 +79,7 @@ function cycleFailure(res: CycleResponse): QueenError {
  * success: the commit's own bookkeeping, the counters (a cycle: cyclesTotal
  * and messagesTotal; a flush: flushCyclesTotal) and the event (`cycle:commit`
  * or `window:flush`). VERSION_CONFLICT answers 'conflict' (the caller
- * recomputes from fresh rows); a lost lease emits `lease:lost`; any other
+ * recomputes from fresh rows); FLUSH_DEFERRED answers 'deferred'; a lost lease emits `lease:lost`; any other
  * refusal goes to onError (phase `cycle`, or `flush`). A transport failure
  * rejects (the caller's phase reports it).
  */
@@ -85,6 +95,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       push_items: pushItems,
       ack: c.ack,
       ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
+      ...(!c.ack && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
     }),
   );
   if (res.success) {
@@ -101,6 +112,8 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
     return 'committed';
   }
   if (res.code === 'VERSION_CONFLICT') return 'conflict';
+  // Not a failure: the cycle that reads the pending messages, or a later flush, closes the window.
+  if (!c.ack && res.code === 'FLUSH_DEFERRED') return 'deferred';
   if (c.ack && res.code && LEASE_LOST.has(res.code)) {
     rt.events.emit('lease:lost', { partitionId: c.partitionId, leaseId: c.ack.leaseId, code: res.code });
   } else {

@@ -48,7 +48,7 @@ async function registerQuery(api: StreamsApi, plan: CompiledQuery, settings: Run
     if (err instanceof QueenError && err.code === 'CONFIG_HASH_MISMATCH') {
       throw new QueenError(
         'CONFIG_HASH_MISMATCH',
-        `stream query "${settings.queryId}" is registered with a different chain; run with { reset: true } to replace it (this wipes its state)`,
+        `config_hash mismatch: stream query "${settings.queryId}" is registered with a different chain; run with { reset: true } to replace it (this wipes its state)`,
         { status: 409, extra: err.extra, cause: err },
       );
     }

@@ -3,6 +3,8 @@ import type { RunnerContext, TouchedPartition } from '../context/runner-context.
 import type { StateOp } from '../context/wire.js';
 import { rowsByKey } from '../context/state-api.js';
 import { flushRipeRows, nextRipeAt } from './window-batch.js';
+import { isMergingWindow } from '../plan/plugins.js';
+import type { WindowEmit } from './window-fold-shared.js';
 import { watermarkAt, watermarkState, watermarkUpsert } from './event-time-idleness.js';
 import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
 import { commitCycle } from '../commit/commit.js';
@@ -18,6 +20,17 @@ const nextRipeHint = new WeakMap<TouchedPartition, number>();
 
 /** Partitions per page of the queue detail read when seeding. */
 const SEED_PAGE = 1000;
+
+/**
+ * Processing time: the instant before which a message may still belong to
+ * one of the windows a flush closes — the latest end among them (a merging
+ * window's end is inclusive: one ms past it). The flush's guard: the broker
+ * defers the flush while a message stamped before it is not consumed.
+ */
+function closesBefore(plan: RunnerContext['plan'], emits: readonly WindowEmit[]): number {
+  const end = emits.reduce((max, e) => Math.max(max, e.windowEnd), -Infinity);
+  return isMergingWindow(plan.window!.plugin) ? end + 1 : end;
+}
 
 /** What one flush pass knows when it reaches a partition. */
 interface FlushPass {
@@ -45,6 +58,17 @@ interface FlushPass {
  * rows of the operator (ripeness is decided here, strictly past the end for
  * merging windows) and remembers when the rest ripen, so a quiet partition
  * costs no request per tick until then or until a cycle commits on it.
+ *
+ * Why a clock may close a window: the cycle carries `flush_before` (the
+ * latest end it closes in processing time; the broker time of an idle
+ * advance in event time), and the broker commits it only if every message
+ * of the partition stamped before that instant is consumed — a push still
+ * committing included: it waits for the partition lock the allocator holds
+ * from stamping to commit (019_flush_guard.sql). Else the answer is
+ * FLUSH_DEFERRED, nothing is written, and the partition counts as deferred:
+ * the cycle that reads those messages closes the window, or a later flush.
+ * The lag read before the pass only spares the requests of partitions seen
+ * with messages pending; the guard is what makes the close safe.
  *
  * Liveness: a partition leaves the flush set only here, when it holds no
  * open window any more — never because it has been quiet for a while, so a
@@ -82,7 +106,8 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
     // No watermark: no event was ever folded here, so no window is open.
     if (wm === undefined) return forget();
     clock = wm.eventTimeMs;
-    // Idle only when nothing is pending on the partition (lag 0 after the clock was read): a pending message is activity.
+    // Idle only when nothing is pending on the partition: a pending message is activity. Lag 0 (read after
+    // the clock) spares the request; the broker's guard (flushBefore below) settles it, a push in flight included.
     if (idleness && pass.brokerClockMs !== undefined && pass.caughtUp?.has(partitionId)) {
       const idled = watermarkAt(options, wm, pass.brokerClockMs)!;
       if (idled > clock) {
@@ -110,13 +135,16 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
   }
   // A post-window operator that throws dead-letters that emit only (emit-dead-letter.ts).
   const { pushItems, dead } = await windowEmitItems(rt, partitionId, partition, fold.emits);
-  // A flush that lost a race (VERSION_CONFLICT) pushed nothing: the next tick or cycle closes the window.
-  await commitCycle(rt, {
+  // Event time without an idle advance needs no guard: a pending event for a window the stored watermark closed is late by the same rule in its cycle.
+  const flushBefore = options.eventTime ? (idleAdvance.length ? pass.brokerClockMs : undefined) : closesBefore(plan, fold.emits);
+  // A flush that lost a race (VERSION_CONFLICT) or was deferred pushed nothing: the next tick or cycle closes the window.
+  const result = await commitCycle(rt, {
     partitionId,
     partition,
     stateOps: idleAdvance.length ? [...fold.stateOps, ...idleAdvance] : fold.stateOps,
     pushItems,
     ack: null,
+    ...(flushBefore !== undefined ? { flushBefore } : {}),
     messages: 0,
     emits: fold.emits.length,
     onCommitted() {
@@ -125,6 +153,7 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
       else if (touched) nextRipeHint.set(touched, next);
     },
   });
+  if (result === 'deferred') return 'deferred';
 }
 
 /**
@@ -158,11 +187,12 @@ export async function seedTouchedFromSource(rt: RunnerContext, queen: Queen): Pr
 }
 
 /**
- * Processing time: which partitions the source group has fully consumed
- * (lag 0), asked of the broker. A window may be closed by the wall clock only
- * on those: a pending message (not popped yet, or leased by a runner that
- * died mid-cycle) could still belong to it, and re-creating an emitted
- * window would collide with its deterministic sink transactionId.
+ * Which partitions the source group has fully consumed (lag 0), asked of the
+ * broker. A partition with a message pending (not popped yet, or leased by
+ * a runner that died mid-cycle) is skipped without a request in processing
+ * time, and not idled forward in event time: the broker's guard would defer
+ * that flush anyway. Lag 0 is no proof (a push stamped earlier may still be
+ * committing); the guard in the flush's cycle is.
  */
 async function caughtUpPartitions(rt: RunnerContext, queen: Queen): Promise<Set<string>> {
   let detail: { partitions?: { partitionId: string; lag: number }[] };

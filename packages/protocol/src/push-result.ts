@@ -1,4 +1,4 @@
-import type { PushResult } from '@queen-mq/protocol';
+import type { PushResult } from './push.js';
 
 /** What a pushed item says about itself that a result repeats. */
 interface PushedItem {
@@ -15,7 +15,9 @@ interface PushedItem {
  * the item's, else the message id; a duplicate carries no trace_id (the
  * stored message's is not the caller's). SQL callers of the cycle function
  * get the same shape from queen_streams.push_results_v1 (migration 008),
- * held equal to this one by push-results.test.ts.
+ * held equal to this one by the broker's push-results.test.ts. Here, not in
+ * the broker, because @queen-mq/pg answers the same results for a push made
+ * inside an application's own transaction.
  */
 export function pushResultOf(
   index: number,
