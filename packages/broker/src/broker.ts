@@ -12,6 +12,7 @@ import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from
 import { createMetrics, type BrokerMetrics } from './metrics.js';
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
+import { StatisticsKeeper } from './statistics.js';
 import { retentionService } from './retention.js';
 import { timerService } from './timers.js';
 
@@ -77,6 +78,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     throw err;
   }
 
+  const statistics = new StatisticsKeeper(db, log);
   const notifier = new PushNotifier(databaseUrl, log, db);
   await notifier.start();
 
@@ -85,7 +87,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     config,
     db,
     notifier,
-    partitions: new PartitionDirectory(db),
+    partitions: new PartitionDirectory(db, undefined, (n) => statistics.noteCreated(n)),
     log,
     shutdown: shutdown.signal,
     expectedSchemaVersion: await expectedVersion(brokerMigrations),

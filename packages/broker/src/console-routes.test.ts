@@ -117,7 +117,7 @@ describe('console routes', () => {
         { type: 'upsert', key: `tumb:60${SEP}ripe${SEP}k0`, value: ripe },
         { type: 'upsert', key: '__wm__', value: { wm: now } },
       ],
-      push_items: [{ queue: sink, payload: { emitted: 1 } }],
+      push_items: [{ queue: sink, payload: { emitted: 1 }, transactionId: 'emit-1' }],
       ack: { transactionId: last.transactionId, leaseId: last.leaseId },
     });
     expect(cycle.body.success).toBe(true);
@@ -125,10 +125,10 @@ describe('console routes', () => {
     const flush = await b.http('POST', '/streams/v1/cycle', {
       query_id: queryId,
       partition_id: last.partitionId,
-      push_items: [{ queue: sink, payload: { emitted: 2 } }, { queue: sink, payload: { emitted: 3 } }],
+      push_items: [{ queue: sink, payload: { emitted: 2 } }, { queue: sink, payload: { emitted: 3 } }, { queue: sink, payload: { emitted: 1 }, transactionId: 'emit-1' }],
       ack: null,
     });
-    expect(flush.body.success).toBe(true);
+    expect(flush.body).toMatchObject({ success: true, push_counts: { queued: 2, duplicate: 1 } });
     const conflict = await b.http('POST', '/streams/v1/cycle', {
       query_id: queryId,
       partition_id: last.partitionId,
@@ -163,7 +163,7 @@ describe('console routes', () => {
     const counters = await b.http('GET', '/streams/v1/counters');
     expect(counters.status).toBe(200);
     const mine = counters.body.queries.find((c: any) => c.name === name);
-    expect(mine).toMatchObject({ query_id: queryId, cycles: 2, flushes: 1, emitted: 3, errors: 1, last_error_code: 'VERSION_CONFLICT' });
+    expect(mine).toMatchObject({ query_id: queryId, cycles: 2, flushes: 1, emitted: 3, duplicates: 1, errors: 1, last_error_code: 'VERSION_CONFLICT' });
     expect(Date.parse(mine.last_cycle_at)).toBeGreaterThan(now - 5000);
     expect(counters.body.queries.every((c: any) => typeof c.name === 'string')).toBe(true);
 
@@ -172,6 +172,7 @@ describe('console routes', () => {
     expect(metrics).toContain(`queen_stream_query_cycles_total{${label}} 2`);
     expect(metrics).toContain(`queen_stream_query_flushes_total{${label}} 1`);
     expect(metrics).toContain(`queen_stream_query_emitted_total{${label}} 3`);
+    expect(metrics).toContain(`queen_stream_query_duplicates_total{${label}} 1`);
     expect(metrics).toContain(`queen_stream_query_errors_total{${label}} 1`);
     expect(metrics).toMatch(new RegExp(`queen_stream_query_last_cycle_timestamp_seconds\\{query="${name.replace(/[.]/g, '\\.')}"\\} \\d+`));
 

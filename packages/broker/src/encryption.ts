@@ -2,7 +2,7 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 import { QueenError } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { Database } from './database.js';
-import { LruMap } from './lru.js';
+import { ClockCache } from './clock-cache.js';
 
 // Encryption at rest (PROTOCOL §5.1 `encryptionEnabled`): payloads of a queue
 // with the option are encrypted here, in the broker, at every edge where they
@@ -59,7 +59,7 @@ export const FLAG_CACHE_MAX = 10_000;
 /** One broker's encryption state: its key and its cache of queue flags (BrokerContext.encryption). */
 export interface EncryptionState {
   cipher: PayloadCipher | null;
-  flags: LruMap<string, { encrypted: boolean; at: number }>;
+  flags: ClockCache<string, { encrypted: boolean; at: number }>;
 }
 
 /**
@@ -68,7 +68,7 @@ export interface EncryptionState {
  * a malformed key: called at start-up.
  */
 export function createEncryptionState(keyHex: string | undefined): EncryptionState {
-  return { cipher: keyHex ? new PayloadCipher(keyHex) : null, flags: new LruMap(FLAG_CACHE_MAX) };
+  return { cipher: keyHex ? new PayloadCipher(keyHex) : null, flags: new ClockCache(FLAG_CACHE_MAX) };
 }
 
 /** Whether this broker holds a key, so `encryptionEnabled: true` can be honoured. */
@@ -84,7 +84,7 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
 }
 
 /**
- * Which of `queues` have encryptionEnabled. Cached per broker (an LRU of
+ * Which of `queues` have encryptionEnabled. Cached per broker (a ClockCache of
  * FLAG_CACHE_MAX queues): the push hot path costs no round trip (one lookup
  * per queue per FLAG_TTL_MS). Encryption never downgrades: on a broker
  * without a key, a write into an encrypted queue throws

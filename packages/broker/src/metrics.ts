@@ -195,7 +195,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
  */
 function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], collectErrors: Counter<'gauge'>): void {
   let pending: Promise<NamedQueryCounts[]> | undefined;
-  // The five series share one read per scrape: the first collect starts it, the others await it.
+  // The series share one read per scrape: the first collect starts it, the others await it.
   const counts = () => {
     pending ??= namedStreamCounts(ctx)
       .then((all) => [...all].sort((a, b) => b.cycles - a.cycles || (a.name < b.name ? -1 : 1)).slice(0, GAUGE_TOP_N))
@@ -206,6 +206,7 @@ function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], co
     { name: 'queen_stream_query_cycles_total', help: 'Stream cycles committed, per query (this broker)', type: 'counter', value: (q) => q.cycles },
     { name: 'queen_stream_query_flushes_total', help: 'Committed stream cycles without a source ack (idle flushes), per query (this broker)', type: 'counter', value: (q) => q.flushes },
     { name: 'queen_stream_query_emitted_total', help: 'Sink messages stored by stream cycles, per query (this broker)', type: 'counter', value: (q) => q.emitted },
+    { name: 'queen_stream_query_duplicates_total', help: 'Sink pushes of stream cycles answered duplicate (a replay, or a window emitted twice), per query (this broker)', type: 'counter', value: (q) => q.duplicates },
     { name: 'queen_stream_query_errors_total', help: 'Stream cycles that failed (success:false or an error), per query (this broker)', type: 'counter', value: (q) => q.errors },
     {
       name: 'queen_stream_query_last_cycle_timestamp_seconds',

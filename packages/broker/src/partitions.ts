@@ -1,5 +1,5 @@
 import type { Database } from './database.js';
-import { LruMap } from './lru.js';
+import { ClockCache } from './clock-cache.js';
 
 interface PartitionRef {
   queueName: string;
@@ -18,18 +18,24 @@ const PARTITION_CACHE_MAX = 50_000;
  * queen.ensure_partitions_v1, committed on their own before the main
  * transaction (PROTOCOL §4). Ids are cached: a push that finds its partition
  * deleted under it (another broker deleted the queue) forgets the cache and
- * retries once. The cache is an LRU of at most `maxCached` entries: a
+ * retries once. The cache is a ClockCache of at most `maxCached` entries: a
  * client pushing to ever new partition names costs a lookup per new name,
- * never an ever larger heap.
+ * never an ever larger heap, and a hit costs the same at any size.
  */
 export class PartitionDirectory {
-  private readonly cache: LruMap<string, PartitionRef>;
+  private readonly cache: ClockCache<string, PartitionRef>;
 
+  /**
+   * `onMissed`: told how many partitions each call had to ask the database
+   * for (created, or not cached yet): statistics.ts refreshes the planner's
+   * row counts as they grow.
+   */
   constructor(
     private readonly db: Database,
     maxCached = PARTITION_CACHE_MAX,
+    private readonly onMissed: (count: number) => void = () => undefined,
   ) {
-    this.cache = new LruMap(maxCached);
+    this.cache = new ClockCache(maxCached);
   }
 
   /** Entries cached now (bounded by the constructor's `maxCached`). */
@@ -39,22 +45,27 @@ export class PartitionDirectory {
 
   async ensure(targets: { queue: string; partition: string }[]): Promise<Map<string, PartitionRef>> {
     const out = new Map<string, PartitionRef>();
-    const missing: { queue: string; partition: string }[] = [];
+    const missing = new Map<string, { queue: string; partition: string }>();
+    // One cache lookup per distinct partition, not per item: a push of 100
+    // items to one partition reads the cache once.
     for (const t of targets) {
-      const hit = this.cache.get(key(t.queue, t.partition));
-      if (hit) out.set(key(t.queue, t.partition), hit);
-      else missing.push(t);
+      const k = key(t.queue, t.partition);
+      if (out.has(k) || missing.has(k)) continue;
+      const hit = this.cache.get(k);
+      if (hit) out.set(k, hit);
+      else missing.set(k, t);
     }
-    if (missing.length) {
+    if (missing.size) {
       const { rows } = await this.db.query<{ queue_name: string; partition_name: string; partition_id: string; queue_id: string }>(
         'select * from queen.ensure_partitions_v1($1::jsonb)',
-        [JSON.stringify(missing)],
+        [JSON.stringify([...missing.values()])],
       );
       for (const r of rows) {
         const ref = { queueName: r.queue_name, partitionName: r.partition_name, partitionId: r.partition_id, queueId: r.queue_id };
         this.cache.set(key(r.queue_name, r.partition_name), ref);
         out.set(key(r.queue_name, r.partition_name), ref);
       }
+      this.onMissed(missing.size);
     }
     return out;
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
-import { LruMap } from './lru.js';
+import { ClockCache } from './clock-cache.js';
 import { PartitionDirectory } from './partitions.js';
 import { setTransactionKv } from './transaction.js';
 
@@ -213,16 +213,6 @@ describe('paged reads', () => {
 });
 
 describe('caches keyed by client-chosen names stay bounded', () => {
-  it('LruMap keeps at most max entries and drops the least recently used', () => {
-    const m = new LruMap<string, number>(3);
-    m.set('a', 1).set('b', 2).set('c', 3);
-    expect(m.get('a')).toBe(1); // a is now the most recent
-    m.set('d', 4);
-    expect(m.size).toBe(3);
-    expect(m.get('b')).toBeUndefined();
-    expect([...m.entries()].map(([k]) => k)).toEqual(['c', 'a', 'd']);
-  });
-
   it('the partition directory holds at most its bound while a client pushes to ever new partitions', async () => {
     const dir = new PartitionDirectory(b.ctx.db, 20);
     const q = uniqueName('lru');
@@ -237,11 +227,11 @@ describe('caches keyed by client-chosen names stay bounded', () => {
     expect(b.ctx.partitions.cachedCount).toBeLessThanOrEqual(50_000);
   });
 
-  it('the encryption flag cache is an LRU of FLAG_CACHE_MAX queues', async () => {
+  it('the encryption flag cache is a ClockCache of FLAG_CACHE_MAX queues', async () => {
     const names = Array.from({ length: 200 }, (_, i) => uniqueName(`f${i}`));
     await encryptedQueues(b.ctx, names);
     const { flags } = b.ctx.encryption;
-    expect(flags).toBeInstanceOf(LruMap);
+    expect(flags).toBeInstanceOf(ClockCache);
     expect(flags.max).toBe(FLAG_CACHE_MAX);
     expect(flags.size).toBeLessThanOrEqual(FLAG_CACHE_MAX);
   });

@@ -9,22 +9,22 @@ import { StreamCounters } from './stream-counters.js';
 
 const body = (queryId: string, ack: boolean) =>
   cycleBody.parse({ query_id: queryId, partition_id: randomUUID(), ack: ack ? { transactionId: 't1' } : null });
-const answer = (success: boolean, code?: string, queued = 0): CycleResult =>
-  ({ success, code, push_counts: { queued, duplicate: 0 } }) as unknown as CycleResult;
+const answer = (success: boolean, code?: string, queued = 0, duplicate = 0): CycleResult =>
+  ({ success, code, push_counts: { queued, duplicate } }) as unknown as CycleResult;
 
 describe('StreamCounters', () => {
-  it('counts committed cycles, ack:null flushes, stored sink messages and failures; never an unknown query', () => {
+  it('counts committed cycles, ack:null flushes, stored sink messages, duplicates and failures; never an unknown query', () => {
     const c = new StreamCounters();
     const q = randomUUID();
     c.recordResult(body(q, true), answer(true, undefined, 2));
-    c.recordResult(body(q, false), answer(true, undefined, 1));
+    c.recordResult(body(q, false), answer(true, undefined, 1, 2));
     c.recordResult(body(q, true), answer(false, 'VERSION_CONFLICT'));
     c.recordError(q, 'DB_UNAVAILABLE');
     c.recordResult(body(randomUUID(), true), answer(false, 'QUERY_NOT_FOUND'));
     c.recordError(randomUUID(), 'DB_UNAVAILABLE');
     expect(c.size).toBe(1);
     const snap = c.snapshot(new Set([q]), performance.now()).get(q)!;
-    expect(snap).toMatchObject({ cycles: 2, flushes: 1, emitted: 3, errors: 2, lastErrorCode: 'DB_UNAVAILABLE' });
+    expect(snap).toMatchObject({ cycles: 2, flushes: 1, emitted: 3, duplicates: 2, errors: 2, lastErrorCode: 'DB_UNAVAILABLE' });
     expect(snap.lastCycleAt).toBeGreaterThan(Date.now() - 5000);
   });
 

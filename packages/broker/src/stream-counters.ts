@@ -8,6 +8,8 @@ interface QueryCounts {
   cycles: number;
   flushes: number;
   emitted: number;
+  /** Sink pushes answered `duplicate`: a replay, or a window emitted twice (the runner reports that as WINDOW_REEMITTED). */
+  duplicates: number;
   errors: number;
   lastCycleAt: number | null;
   lastErrorAt: number | null;
@@ -36,7 +38,7 @@ export class StreamCounters {
   private entry(queryId: string): QueryCounts | undefined {
     let c = this.byQuery.get(queryId);
     if (!c && this.byQuery.size < STREAM_COUNTERS_MAX) {
-      c = { cycles: 0, flushes: 0, emitted: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
+      c = { cycles: 0, flushes: 0, emitted: 0, duplicates: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
       this.byQuery.set(queryId, c);
       this.createdAt.set(queryId, performance.now());
     }
@@ -53,6 +55,7 @@ export class StreamCounters {
       c.cycles++;
       if (body.ack === null) c.flushes++;
       c.emitted += result.push_counts?.queued ?? 0;
+      c.duplicates += result.push_counts?.duplicate ?? 0;
       c.lastCycleAt = Date.now();
     } else {
       this.failed(c, result.code ?? 'UNKNOWN');
@@ -109,7 +112,7 @@ export async function namedStreamCounts(ctx: BrokerContext): Promise<NamedQueryC
   const readAt = performance.now();
   const { rows } = await ctx.db.query<{ query_id: string; name: string }>('select query_id, name from queen_streams.queries order by name collate "C"');
   const counts = ctx.metrics.streamQueries.snapshot(new Set(rows.map((r) => r.query_id)), readAt);
-  const zero: QueryCounts = { cycles: 0, flushes: 0, emitted: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
+  const zero: QueryCounts = { cycles: 0, flushes: 0, emitted: 0, duplicates: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
   return rows.map((r) => ({ queryId: r.query_id, name: r.name, ...(counts.get(r.query_id) ?? zero) }));
 }
 
@@ -126,6 +129,7 @@ export function streamCounterRoutes(app: FastifyInstance, ctx: BrokerContext): v
         cycles: q.cycles,
         flushes: q.flushes,
         emitted: q.emitted,
+        duplicates: q.duplicates,
         errors: q.errors,
         last_cycle_at: iso(q.lastCycleAt),
         last_error_at: iso(q.lastErrorAt),

@@ -87,6 +87,18 @@ describe('cycle sink pushes, set-based', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('push_result_detail "duplicates" answers the counts and only the items answered duplicate, with their index', async () => {
+    const qid = await registerQuery();
+    const sink = uniqueName('sink-dups');
+    const pid = '00000000-0000-4000-8000-0000000000a5';
+    const first = await b.http('POST', '/streams/v1/cycle', { query_id: qid, partition_id: pid, ack: null, push_items: [{ queue: sink, payload: 1, transactionId: 'd1' }], push_result_detail: 'duplicates' });
+    expect(first.body).toMatchObject({ success: true, push_results: [], push_counts: { queued: 1, duplicate: 0 } });
+    const items = [{ queue: sink, payload: 2, transactionId: 'd2' }, { queue: sink, payload: 1, transactionId: 'd1' }, { queue: sink, payload: 3 }];
+    const again = await b.http('POST', '/streams/v1/cycle', { query_id: qid, partition_id: pid, ack: null, push_items: items, push_result_detail: 'duplicates' });
+    expect(again.body.push_counts).toEqual({ queued: 2, duplicate: 1 });
+    expect(again.body.push_results).toEqual([expect.objectContaining({ index: 1, transaction_id: 'd1', status: 'duplicate', queueName: sink })]);
+  });
+
   it('raw SQL: push_items naming queue and partition answer the same §7.4 shape; a missing partition raises P0002', async () => {
     const qid = await registerQuery();
     const sink = uniqueName('sink-raw');

@@ -18,6 +18,13 @@ function pushResultsOf(body: CycleBody, items: AllocatorItem[], answer: SinkAnsw
   );
 }
 
+/** The push_results `push_result_detail` asks for: every item, none (`counts`), or the duplicates only. */
+function pushResultsAsked(body: CycleBody, items: AllocatorItem[], answer: SinkAnswer | CycleResult['push_results'], duplicates: number): CycleResult['push_results'] {
+  if (body.push_result_detail === 'counts' || (body.push_result_detail === 'duplicates' && duplicates === 0)) return [];
+  const all = pushResultsOf(body, items, answer);
+  return body.push_result_detail === 'duplicates' ? all.filter((r) => r.status === 'duplicate') : all;
+}
+
 /** An element failure in words: SQL answers the code and its fields, the catalogue the text. */
 function failureText(body: CycleBody, result: CycleResult, code: ErrorCode): string {
   return errorMessage(code, {
@@ -71,7 +78,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
   // A failed element answers [] (nothing stored); else the items stored, once, for the counts and the wake-up.
   const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
   result.push_counts = { queued: stored.length, duplicate: Array.isArray(answer) ? 0 : answer.status.length - stored.length };
-  result.push_results = body.push_result_detail === 'counts' ? [] : pushResultsOf(body, sinkItems, answer);
+  result.push_results = pushResultsAsked(body, sinkItems, answer, result.push_counts.duplicate);
   if (!result.success && isErrorCode(result.code)) result.error = failureText(body, result, result.code);
   if (result.success) {
     for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);

@@ -169,6 +169,12 @@ export const streamCounter = z.object({
   flushes: z.number().int(),
   /** Sink messages stored by committed cycles (window emits, mapped outputs). */
   emitted: z.number().int(),
+  /**
+   * Sink pushes of committed cycles answered `duplicate` (the id was already
+   * stored): a replay, or a window emitted twice under one identity, whose
+   * second result was not stored (the runner reports WINDOW_REEMITTED).
+   */
+  duplicates: z.number().int(),
   /** Cycle elements answered success:false, or that failed with an error. */
   errors: z.number().int(),
   last_cycle_at: z.string().nullable(),

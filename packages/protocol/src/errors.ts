@@ -41,6 +41,11 @@ export const errorCatalogue = {
   FLUSH_DEFERRED: { status: 0, message: 'A message of the partition stamped before flush_before is not consumed yet (or flush_before is ahead of the broker clock); nothing was written' },
   ACK_COUNT_MISMATCH: { status: 0, message: 'ack.count does not land on the named message', detail: '(count {count})' },
   KV_MAX_EXCEEDED: { status: 0, message: 'Increment would exceed max', detail: '{max} of {key}' },
+  WINDOW_REEMITTED: {
+    status: 0,
+    message: 'A closed window was emitted again under the same identity: the sink answered duplicate, so this result was not stored (reported by the runner to onError)',
+    detail: '(window [{start}, {end}) key {key} of partition {partition})',
+  },
 } as const satisfies Record<string, { status: number; message: string; detail?: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -112,8 +112,12 @@ export const cycleBody = z.object({
    * Extension. `counts`: answer `push_results: []` and only `push_counts`.
    * A runner pushing 500 outputs a cycle reads none of their 500 results;
    * building, sending and parsing them cost more than the counts it needs.
+   * `duplicates`: the counts, and in `push_results` only the items answered
+   * `duplicate` (each with its `index` in `push_items`): what a runner needs
+   * to name an output that was already stored, for the price of none in the
+   * usual cycle.
    */
-  push_result_detail: z.enum(['items', 'counts']).default('items'),
+  push_result_detail: z.enum(['items', 'counts', 'duplicates']).default('items'),
   /**
    * Extension, an idle flush's guard (epoch ms; ack must be null): the
    * element commits only if every message of the source partition stamped

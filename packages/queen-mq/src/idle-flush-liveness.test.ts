@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Queen, Stream } from './index.js';
-import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
+import { collectUntil, configureSource, cursorOf, push, useStreamBroker, windowRows } from '../test/helpers.js';
 
 // Issue 13 item 7: the idle flush must keep a partition while it holds open
 // windows. It used to forget a partition quiet for 5 minutes (and seed a
@@ -110,7 +110,7 @@ describe('idle flush liveness', () => {
     await advance(11);
     const got = await collectUntil(vb, sink, (all) => all.length >= 1, 5000, 600);
     expect(got.map((m) => m.data)).toEqual([{ count: 5 }]);
-    expect(await stateRows(vb, h.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await windowRows(vb, h.queryUuid, p!.partition_id)).toEqual([]);
     expect(h.metrics().flushCyclesTotal).toBe(1);
   });
 
@@ -139,7 +139,7 @@ describe('idle flush liveness', () => {
     const ofDefault = (all: { partition: string }[]) => all.filter((m) => m.partition === 'Default');
     const got = ofDefault(await collectUntil(vb, sink, (all) => ofDefault(all).length >= 1, 5000, 600));
     expect(got.map((m) => m.data)).toEqual([{ count: 3 }]);
-    expect(await stateRows(vb, second.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await windowRows(vb, second.queryUuid, p!.partition_id)).toEqual([]);
   });
 
   it('I13.7 a cycle whose answer was lost (it committed) does not keep its partition out of the flush: the window closes with its exact count', async () => {
@@ -165,6 +165,6 @@ describe('idle flush liveness', () => {
 
     const got = await collectUntil(b, sink, (all) => all.length >= 1, 8000, 600);
     expect(got.map((m) => m.data)).toEqual([{ count: 3 }]);
-    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await windowRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
   });
 });

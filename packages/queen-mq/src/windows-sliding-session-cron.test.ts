@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { type Queen, Stream } from './index.js';
-import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
+import { Queen, Stream } from './index.js';
+import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults, windowRows } from '../test/helpers.js';
 
 // Sliding, session and cron windows (and the event-time knobs on them) over real HTTP and PostgreSQL.
 
@@ -277,7 +277,7 @@ describe('session', () => {
     expect(Date.now() - t0).toBeLessThan(4500);
     expect(got.map((m) => m.data)).toEqual([{ count: 3 }]);
     await eventually(async () => h.metrics().flushCyclesTotal >= 1, 2000);
-    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await windowRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
   });
 
   it('S17 the idle flush closes each new session of a quiet partition again (a commit wakes a partition it skipped)', async () => {
@@ -295,7 +295,7 @@ describe('session', () => {
     const [p] = await push(b, src, [{}, {}, {}]);
     const all = await collectUntil(b, sink, (got) => got.length >= 2, 4000, 300);
     expect(all.map((m) => m.data)).toEqual([{ count: 2 }, { count: 3 }]);
-    expect(await stateRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
+    expect(await windowRows(b, h.queryUuid, p!.partition_id)).toEqual([]);
   });
 
   it('S18 for sessions: idleFlushMs 0 keeps a quiet session open until the next message of its partition', async () => {
@@ -312,7 +312,7 @@ describe('session', () => {
     expect(await drain(b, sink)).toEqual([]);
     const [p] = await push(b, src, [{}]);
     expect((await collectUntil(b, sink, (all) => all.length >= 1, 4000, 300)).map((m) => m.data)).toEqual([{ count: 3 }]);
-    const rows = await stateRows(b, h.queryUuid, p!.partition_id);
+    const rows = await windowRows(b, h.queryUuid, p!.partition_id);
     expect(rows.map((r) => r.value.acc)).toEqual([{ count: 1 }]);
     expect(h.metrics().flushCyclesTotal).toBe(0);
   });

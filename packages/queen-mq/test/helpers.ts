@@ -77,6 +77,15 @@ export async function stateRows(b: TestBroker, queryId: string, partitionId: str
   return res.body.rows;
 }
 
+/**
+ * The state rows without the processing-time close horizon (`<tag>␟__closed__`):
+ * it stays once a window of the partition closed (a value for a window it
+ * emitted, read later, is late), like `__wm__` in event time.
+ */
+export async function windowRows(b: TestBroker, queryId: string, partitionId: string): Promise<{ key: string; value: any; version: number }[]> {
+  return (await stateRows(b, queryId, partitionId)).filter((r) => !r.key.endsWith(`${SEP}__closed__`));
+}
+
 export async function cursorOf(b: TestBroker, group: string, queue: string, partition = 'Default'): Promise<string | undefined> {
   const res = await b.http('GET', `/api/v1/consumer-groups/${encodeURIComponent(group)}?queue=${encodeURIComponent(queue)}`);
   if (res.status !== 200) return undefined;

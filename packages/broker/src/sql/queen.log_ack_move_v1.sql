@@ -11,7 +11,7 @@
 -- log_ack_v1, alternated with 008's move: p25 3.25 -> 3.08 ms, p50 3.67 ->
 -- 3.50 ms (500 each, commit included; two shorter runs: 2 % and 6 % at p25).
 create or replace function queen.log_ack_move_v1(p_group text, p_pids uuid[], p_offsets bigint[], p_release boolean default null) returns void
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_pid  uuid := p_pids[1];
   v_last bigint;

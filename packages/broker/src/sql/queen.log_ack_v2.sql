@@ -41,7 +41,7 @@
 -- p_walk takes every request straight to 3: the tests compare the paths.
 create or replace function queen.log_ack_v2(p_group text, p_items jsonb, p_partition_id uuid, p_lease uuid, p_offsets bigint[], p_txids text[], p_walk boolean)
 returns table (r_released bigint, r_queue_name text, r_partition_name text, r_answer jsonb)
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_n     int := cardinality(p_offsets);
   v_txid  text[];

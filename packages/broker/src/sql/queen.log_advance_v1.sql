@@ -2,7 +2,7 @@
 -- walking the real segment ranges so offsets removed by retention are skipped,
 -- never counted. Null when fewer than K retained messages follow p_from.
 create or replace function queen.log_advance_v1(p_partition_id uuid, p_from bigint, p_k bigint) returns bigint
-language plpgsql stable as $$
+language plpgsql stable set enable_seqscan = off as $$
 declare
   v_seg       record;
   v_remaining bigint := p_k;

@@ -4,7 +4,7 @@
 -- queen.log_append_v1, unchanged, so a restatement of the allocator
 -- no longer has to carry it.
 create or replace function queen.log_append_advance_v1(p_part queen.partitions, p_new bigint, p_created timestamptz) returns void
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_max_msgs    int := queen.setting_int('queen.segment_max_messages', 10000);
   v_max_age     int := queen.setting_int('queen.segment_max_age_s', 3600);

@@ -1,6 +1,6 @@
 create or replace function queen.log_append_v1(p_partition_id uuid, p_items jsonb, p_producer_sub text)
 returns table (r_ord bigint, r_status text, r_message_id uuid, r_offset bigint, r_transaction_id text, r_created_at timestamptz)
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_part        queen.partitions%rowtype;
   v_created     timestamptz;

@@ -1,7 +1,7 @@
 -- Whether a pop of p_group on the queue (or on its one partition) could
 -- claim something now.
 create or replace function queen.log_claimable_any_v1(p_queue_id uuid, p_partition_id uuid, p_group text) returns boolean
-language sql volatile as $$
+language sql volatile set enable_seqscan = off as $$
   select exists (
     select 1
       from queen.partitions p

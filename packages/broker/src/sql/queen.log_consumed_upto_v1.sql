@@ -5,7 +5,7 @@
 -- start at (its subscription start; 0 = from the beginning). Null = nobody
 -- reads the queue, so nothing counts as completed.
 create or replace function queen.log_consumed_upto_v1(p_partition_id uuid) returns bigint
-language plpgsql stable as $$
+language plpgsql stable set enable_seqscan = off as $$
 declare
   v_queue_id uuid;
   v_queue    text;

@@ -2,7 +2,7 @@
 -- the partition: the greatest offset created at or before the subscription
 -- start ("0" for the beginning and for queue mode).
 create or replace function queen.log_cursor_start_v1(p_partition_id uuid, p_group text) returns bigint
-language plpgsql stable as $$
+language plpgsql stable set enable_seqscan = off as $$
 declare
   v_start timestamptz;
 begin

@@ -1,6 +1,6 @@
 -- Lease extend (PROTOCOL §5.6), as 002, answering codes only.
 create or replace function queen.log_extend_lease_v1(p_lease_id uuid, p_seconds int) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_live    int;
   v_expires timestamptz;

@@ -5,7 +5,7 @@
 -- by this transaction's pushes are created here, under our own append lock.
 -- targets: [{partitionId, consumerGroup}]
 create or replace function queen.log_lock_cursors_v1(p_targets jsonb) returns void
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 begin
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
   select t.pid, t.grp, queen.log_cursor_start_v1(t.pid, t.grp)

@@ -1,7 +1,7 @@
 -- 002's single move, kept for its callers (an autoAck pop), now the same
 -- move. Answers true when a lease existed and this move ended it.
 create or replace function queen.log_move_cursor_v1(p_partition_id uuid, p_group text, p_offset bigint) returns boolean
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_released boolean;
 begin

@@ -12,7 +12,7 @@
 -- p_items: [{partitionId, dead?: [offsets ascending], from?, last?}].
 -- Answers how many messages were dead-lettered.
 create or replace function queen.log_pop_dead_letter_v1(p_group text, p_lease_id uuid, p_auto_ack boolean, p_error text, p_items jsonb) returns int
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_item  record;
   v_cur   queen.cursors%rowtype;

@@ -7,7 +7,7 @@
 -- stands where that pop left it. Cursor rows ascending (PROTOCOL §4).
 -- Answers how many partitions were handed back.
 create or replace function queen.log_pop_return_v1(p_group text, p_lease_id uuid, p_auto_ack boolean, p_items jsonb) returns int
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_item record;
   v_n    int;

@@ -7,6 +7,8 @@
 -- an upper bound of the JSON the broker sends per message: the payload's
 -- jsonb text (which has more spaces than JSON.stringify) or its ciphertext
 -- length, plus the envelope's fields and names.
+-- A pop of one partition finds its cursor row and its candidate by the
+-- partition's id (issue 31).
 create or replace function queen.log_pop_v3(
   p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
   p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null,
@@ -15,7 +17,9 @@ create or replace function queen.log_pop_v3(
   partition_id uuid, partition_name text, msg_offset bigint, id uuid, transaction_id text, trace_id uuid,
   payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int, lease_expired int
 )
-language plpgsql as $$
+language plpgsql
+set enable_seqscan = off
+as $$
 #variable_conflict use_column
 declare
   v_options     jsonb;
@@ -27,6 +31,7 @@ declare
   v_remaining   int := p_batch;
   v_claimed     int := 0;
   v_cand        record;
+  v_cands       refcursor;
   v_cur         queen.cursors%rowtype;
   v_from        bigint;
   v_head_msg    bigint;
@@ -63,30 +68,55 @@ begin
   -- insert that waits on another transaction's uncommitted insert of the
   -- same row while this one holds claimed cursors could deadlock with an
   -- ack that creates cursors and then locks them ascending (PROTOCOL §4).
-  insert into queen.cursors (partition_id, consumer_group, cursor_offset)
-  select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
-    from queen.partitions p
-   where p.queue_id = p_queue_id
-     and (p_partition_id is null or p.id = p_partition_id)
-     and p.head_offset > 0
-     and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group)
-   order by p.id
-  on conflict do nothing;
-
-  for v_cand in
-    select p.id, p.name, p.first_offset
+  -- A pop of one partition and a pop of the queue are separate statements,
+  -- each planned for its own key: `p_partition_id is null or p.id = ...`
+  -- cannot use the primary key in a cached plan, and made a pop of one
+  -- partition read every partition of its queue.
+  if p_partition_id is not null then
+    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+    select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
       from queen.partitions p
-      left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+     where p.id = p_partition_id and p.queue_id = p_queue_id
+       and p.head_offset > 0
+       and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
+    on conflict do nothing;
+  else
+    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+    select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+      from queen.partitions p
      where p.queue_id = p_queue_id
-       and (p_partition_id is null or p.id = p_partition_id)
-       and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-       and (c.lease_id is null or c.lease_expires_at <= now())
-       and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s))
-     order by (select m.created_at from queen.messages m
-                where m.partition_id = p.id
-                  and m.msg_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-                order by m.msg_offset limit 1) nulls last, p.id
+       and p.head_offset > 0
+       and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
+     order by p.id
+    on conflict do nothing;
+  end if;
+
+  if p_partition_id is not null then
+    open v_cands for
+      select p.id, p.name, p.first_offset
+        from queen.partitions p
+        left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+       where p.id = p_partition_id and p.queue_id = p_queue_id
+         and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
+  else
+    open v_cands for
+      select p.id, p.name, p.first_offset
+        from queen.partitions p
+        left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+       where p.queue_id = p_queue_id
+         and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s))
+       order by (select m.created_at from queen.messages m
+                  where m.partition_id = p.id
+                    and m.msg_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+                  order by m.msg_offset limit 1) nulls last, p.id;
+  end if;
   loop
+    fetch v_cands into v_cand;
+    exit when not found;
     exit when v_remaining <= 0 or v_claimed >= p_max_partitions or v_bytes_left <= 0;
 
     select * into v_cur from queen.cursors c
@@ -176,6 +206,7 @@ begin
     v_claimed   := v_claimed + 1;
     if p_max_bytes is not null then v_bytes_left := v_bytes_left - v_bytes; end if;
   end loop;
+  close v_cands;
   -- The count of expired leases this call released, on one trailing row
   -- with no message, so the caller counts them without another round trip.
   if v_expired > 0 then

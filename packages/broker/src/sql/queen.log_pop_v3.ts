@@ -58,10 +58,7 @@ export interface PopAnswerRow extends PopRow {
 export const POP_SQL: NamedStatement = {
   name: 'queen_pop',
   text: `with f as (select coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused),
-       t as (select q.id as queue_id, p.id as partition_id
-               from (select 1) one
-               left join queen.queues q on q.name = $1
-               left join queen.partitions p on p.queue_id = q.id and p.name = $2)
+       t as (select queue_id, partition_id from queen.pop_target_v1($1, $2))
        select f.paused, r.partition_id, r.partition_name, r.msg_offset, r.id, r.transaction_id, r.trace_id, null::text as traceparent,
               r.payload::text as payload, r.encrypted, r.producer_sub, r.created_at, r.retry_count, r.lease_expired, r.ordinality as n,
               -- Asked ($11) only when a pop of the line is parked. An

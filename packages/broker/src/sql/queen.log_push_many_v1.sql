@@ -1,6 +1,6 @@
 create or replace function queen.log_push_many_v1(p_items jsonb, p_producer_sub text)
 returns table (status text, message_id uuid, "offset" bigint)
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_pids uuid[];
   v_first uuid;

@@ -4,7 +4,7 @@
 -- `flush_before`; an element without it (every cycle with an ack) runs as
 -- before, one jsonb key test more.
 create or replace function queen.log_streams_cycle_v1(p_elements jsonb) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_el      jsonb;
   v_out     jsonb := '[]'::jsonb;

@@ -5,7 +5,7 @@
 -- transactions scheduling overlapping transactionIds wait on each other in one
 -- direction only. Answers [{timerId, fireAt, status}] in request order.
 create or replace function queen.log_timers_schedule_v1(p_timers jsonb, p_producer_sub text) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_out  jsonb[] := array_fill(null::jsonb, array[jsonb_array_length(p_timers)]);
   v_t    record;

@@ -9,7 +9,7 @@
 -- message the claim saw. One primary-key lookup per message.
 create or replace function queen.message_traceparents_v1(p_partition_ids uuid[], p_offsets bigint[])
 returns table (partition_id uuid, msg_offset bigint, traceparent text)
-language sql volatile as $$
+language sql volatile set enable_seqscan = off as $$
   select k.partition_id, k.msg_offset, m.traceparent
     from unnest(p_partition_ids, p_offsets) as k(partition_id, msg_offset)
     cross join lateral (select m.traceparent from queen.messages m

@@ -1,7 +1,7 @@
 -- One cycle element, as 006, its source ack through the ack route's own
 -- lock, fence and move. Same locks in the same order, same answer.
 create or replace function queen_streams.apply_element(p_el jsonb) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_qid        uuid := (p_el->>'query_id')::uuid;
   v_pid        uuid := (p_el->>'partition_id')::uuid;

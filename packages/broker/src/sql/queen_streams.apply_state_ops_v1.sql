@@ -7,7 +7,7 @@
 -- later op sees the earlier one's version. Answers {applied, results}; a
 -- failed expectation raises QS001 (the element's savepoint undoes the rest).
 create or replace function queen_streams.apply_state_ops_v1(p_qid uuid, p_pid uuid, p_ops jsonb) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_op       jsonb;
   v_key      text;

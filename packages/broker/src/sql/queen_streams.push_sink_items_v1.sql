@@ -2,7 +2,7 @@
 -- 006): partitions resolved (they must exist), then the broker's own path,
 -- queen_streams.push_sink_runs_v1, and the one shaper above.
 create or replace function queen_streams.push_sink_items_v1(p_items jsonb, p_producer_sub text) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_items   jsonb;
   v_pids    uuid[];

@@ -37,6 +37,7 @@ export function StreamsPage() {
                 <th class="num">Cycles</th>
                 <th class="num">Flushes</th>
                 <th class="num">Emitted</th>
+                <th class="num" title="Sink pushes answered duplicate: a replay, or a window emitted twice (the runner reports WINDOW_REEMITTED)">Duplicates</th>
                 <th class="num">Errors</th>
                 <th>Last cycle</th>
               </tr>
@@ -57,6 +58,7 @@ export function StreamsPage() {
                     </td>
                     <td class="num">{c.flushes ?? 0}</td>
                     <td class="num">{c.emitted ?? 0}</td>
+                    <td class="num">{c.duplicates ?? 0}</td>
                     <td class="num" data-col="errors">
                       {c.errors ? <span class="badge bad" title={`last: ${c.last_error_code} at ${time(c.last_error_at)}`}>{c.errors}</span> : 0}
                     </td>

@@ -5,6 +5,7 @@ import type { RunnerContext } from '../context/runner-context.js';
 import type { EffectsDone } from './sink-output.js';
 import { traceCommit } from './tracing.js';
 import { forgetCarried } from './carried-state.js';
+import { reportReemittedWindows, type EmitsByTransactionId } from './reemit-report.js';
 
 // The one commit path of the runner: every cycle (window, gate, stateless)
 // and every idle flush sends its state ops, pushes and ack through
@@ -51,6 +52,8 @@ export interface Commit {
   messages: number;
   /** Window emits or per-message outputs handed to the sink. */
   emits: number;
+  /** A window cycle's or flush's emits by their items' transactionIds: one answered `duplicate` is reported (reemit-report.ts). */
+  windowEmits?: EmitsByTransactionId;
   /** Runs on success before the counters and the event (shape-specific bookkeeping). */
   onCommitted?: (res: CycleResponse) => void;
 }
@@ -100,6 +103,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
   );
   if (res.success) {
     c.onCommitted?.(res);
+    if (c.windowEmits) reportReemittedWindows(rt, res, c.windowEmits, { partitionId: c.partitionId, partition: c.partition, flush: c.ack === null });
     const counts = { partitionId: c.partitionId, partition: c.partition, stateOps: c.stateOps.length, pushes: c.pushItems.length, emits: c.emits };
     if (c.ack) {
       rt.metrics.cyclesTotal += 1;

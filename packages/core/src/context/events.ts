@@ -20,6 +20,12 @@ export interface RunnerEvents {
    * went to `queue` (`streams.<query>.dead-letters`) in the same commit.
    */
   'emit:dead-lettered': { partitionId: string; partition: string; key: string; windowStart: number; windowEnd: number; queue: string; error: string };
+  /**
+   * A committed cycle or flush emitted a window whose result the sink already
+   * held under the same transactionId (answered `duplicate`): this emit's
+   * content is not stored. Also reported to onError as WINDOW_REEMITTED.
+   */
+  'window:reemitted': { partitionId: string; partition: string; key: string; windowStart: number; windowEnd: number; transactionId: string };
 }
 
 export type RunnerEventName = keyof RunnerEvents;

@@ -21,7 +21,11 @@ export interface RunMetrics {
   flushCyclesTotal: number;
   /** Source messages acknowledged by committed cycles. */
   messagesTotal: number;
-  /** Event-time messages late and not folded: dropped (onLate 'drop') or handed to the onLate sink as late records. */
+  /**
+   * Messages late and not folded (their window was already emitted; event
+   * time or processing time): dropped (onLate 'drop') or handed to the onLate
+   * sink as late records.
+   */
   lateEventsTotal: number;
   /** Failures reported to onError. */
   errorsTotal: number;
@@ -35,6 +39,8 @@ export interface RunMetrics {
   messagesDeadLetteredTotal: number;
   /** Window emits dead-lettered (a post-window operator or the sink's mapping threw); each also logged and emitted as `emit:dead-lettered`. */
   emitsDeadLetteredTotal: number;
+  /** Window emits the sink answered `duplicate` in a committed cycle or flush (a window closed twice); each also reported as WINDOW_REEMITTED. */
+  windowsReemittedTotal: number;
 }
 
 /** Where the runner writes its log lines (a pino logger fits; default `console`). */

@@ -18,8 +18,8 @@ export class StreamsApi {
   }
 
   cycle(body: CycleRequest): Promise<CycleResponse> {
-    // The runner reads no per-output push result: ask for counts only.
-    return this.queen.api.streamsCycle({ body: { ...body, push_result_detail: 'counts' }, idempotent: true });
+    // The runner reads no per-output push result but the duplicates (reemit-report.ts): the counts and those only.
+    return this.queen.api.streamsCycle({ body: { ...body, push_result_detail: 'duplicates' }, idempotent: true });
   }
 
   /**

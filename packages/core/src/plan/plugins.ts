@@ -123,8 +123,10 @@ export type LateOption = 'drop' | 'include' | SinkPlugin;
 
 /**
  * What an `onLate` sink receives for each late contribution: one source value
- * that was NOT folded into a window because that window had already closed
- * (its end at or before the watermark). An event late for several windows
+ * that was NOT folded into a window because that window had already been
+ * emitted (its `end + gracePeriod` at or before the watermark from before the
+ * batch; in processing time, at or before the clock at which the partition
+ * last closed windows). An event late for several windows
  * (sliding) gives one record per window it missed; one on time for some of
  * its windows is folded into those and recorded for the others only.
  */
@@ -138,13 +140,21 @@ export interface LateRecord {
   offset: string;
   /** The state key: the keyBy result, else the source partition id. */
   key: string;
-  /** The event time the window was assigned from, epoch ms. */
+  /** The time the window was assigned from, epoch ms: the event time (processing time: the message's createdAt). */
   eventTimeMs: number;
   /** The window the value missed, epoch ms (`end` exclusive, inclusive for a merging window). */
   window: WindowBounds;
-  /** The watermark the event was judged against (the partition's, before its batch), epoch ms. */
+  /**
+   * The watermark the event was judged against (the partition's, before its
+   * batch), epoch ms; in processing time the clock at which the partition
+   * last closed windows.
+   */
   watermarkMs: number;
-  /** `watermarkMs − window.end`: how far (in event time) the watermark had passed the window's end (≥ 0). */
+  /**
+   * `watermarkMs − gracePeriod − window.end`: how far the watermark had
+   * passed the moment the window closed (≥ 0; > 0 for a merging window,
+   * whose end is inclusive).
+   */
   latenessMs: number;
   /** The value as it reached the window (the message payload after the operators before the window). */
   value: unknown;
@@ -257,4 +267,14 @@ export interface SinkPlugin {
 export function isSinkPlugin(value: unknown): value is SinkPlugin {
   const v = value as Partial<SinkPlugin> | null;
   return !!v && typeof v === 'object' && typeof v.kind === 'string' && v.kind !== '' && (typeof v.toPushItems === 'function' || typeof v.effect === 'function');
+}
+
+/** A closed window leaving the reducer. */
+export interface WindowEmit {
+  identity: string;
+  windowKey: string;
+  windowStart: number;
+  windowEnd: number;
+  userKey: string;
+  value: unknown;
 }

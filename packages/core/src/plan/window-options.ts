@@ -31,11 +31,15 @@ export const windowOptionsSchema = z.object({
     'ms',
     "the plugin's `defaultIdleFlushMs` (5000 tumbling and sliding, 1000 session, 30000 cron)",
   ),
-  gracePeriod: nonNegative('How long a window stays open after its end: ripe when `windowEnd + gracePeriod <= clock`', 's', '0'),
-  allowedLateness: nonNegative('Event time only: watermark = max event time − allowedLateness', 's', '0'),
+  gracePeriod: nonNegative(
+    'How long a window stays open after its end: it still takes out-of-order values, and closes (emits) when `windowEnd + gracePeriod <= clock` (strictly past, for a session); see the core README, "Grace and lateness"',
+    's',
+    '0',
+  ),
+  allowedLateness: nonNegative('Event time only: watermark = max event time − allowedLateness (so a window closes when the max event time reaches `windowEnd + gracePeriod + allowedLateness`)', 's', '0'),
   onLate: option(z.union([z.enum(['drop', 'include']), z.custom<SinkPlugin>(isSinkPlugin)]).optional(), {
     description:
-      'Event time only: an event whose window ended at or before the watermark is dropped (counted in `lateEventsTotal`), emitted at once as a window of its own, or pushed to a sink as a late record in the same cycle transaction (counted too; see the core README, "Late events to a sink")',
+      'A value whose window was already emitted (event time: `windowEnd + gracePeriod` at or before the watermark from before its batch; processing time: read after its window was closed) is dropped (counted in `lateEventsTotal`), emitted at once as a window of its own, or pushed to a sink as a late record in the same cycle transaction (counted too; see the core README, "Late events to a sink")',
     rule: 'must be "drop", "include" or a sink plugin (e.g. queueSink(queue), or a queue handle with the queen-mq builder)',
     type: '"drop" \\| "include" \\| sink plugin',
     default: '"drop"',

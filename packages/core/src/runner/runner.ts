@@ -68,6 +68,7 @@ function zeroMetrics(): RunMetrics {
     poisonRetriesTotal: 0,
     messagesDeadLetteredTotal: 0,
     emitsDeadLetteredTotal: 0,
+    windowsReemittedTotal: 0,
   };
 }
 

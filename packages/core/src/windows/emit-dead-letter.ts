@@ -56,6 +56,8 @@ interface DeadEmitRecord {
 interface WindowEmitItems {
   pushItems: CyclePushItem[];
   dead: DeadEmitRecord[];
+  /** Which emit each of those items (sink or dead-letter) came from, by transactionId (for commitCycle's `windowEmits`). */
+  byTransactionId: Map<string, WindowEmit>;
 }
 
 /** Separator of identity parts (as transaction-id.ts). */
@@ -75,8 +77,10 @@ export async function windowEmitItems(
 ): Promise<WindowEmitItems> {
   const pushItems: CyclePushItem[] = [];
   const dead: DeadEmitRecord[] = [];
+  const byTransactionId = new Map<string, WindowEmit>();
   const mapsInSink = rt.plan.sink?.toPushItems !== undefined;
   for (const e of emits) {
+    const first = pushItems.length;
     const ctx = { partition, partitionId, key: e.userKey, windowKey: e.windowKey, windowStart: e.windowStart, windowEnd: e.windowEnd };
     try {
       const values = runPostStages(rt.plan.post, e.value, ctx);
@@ -104,8 +108,9 @@ export async function windowEmitItems(
         transactionId: sinkTransactionId(rt.queryId, partitionId, `${e.identity}${SEP}dead-letter`, 0),
       });
     }
+    for (let i = first; i < pushItems.length; i++) byTransactionId.set(pushItems[i]!.transactionId!, e);
   }
-  return { pushItems, dead };
+  return { pushItems, dead, byTransactionId };
 }
 
 const iso = (ms: number) => (Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms));

@@ -3,8 +3,6 @@ import type { RunnerContext, TouchedPartition } from '../context/runner-context.
 import type { StateOp } from '../context/wire.js';
 import { rowsByKey } from '../context/state-api.js';
 import { flushRipeRows, nextRipeAt } from './window-batch.js';
-import { isMergingWindow } from '../plan/plugins.js';
-import type { WindowEmit } from './window-fold-shared.js';
 import { watermarkAt, watermarkState, watermarkUpsert } from './event-time-idleness.js';
 import { reportDeadEmits, windowEmitItems } from './emit-dead-letter.js';
 import { commitCycle } from '../commit/commit.js';
@@ -20,17 +18,6 @@ const nextRipeHint = new WeakMap<TouchedPartition, number>();
 
 /** Partitions per page of the queue detail read when seeding. */
 const SEED_PAGE = 1000;
-
-/**
- * Processing time: the instant before which a message may still belong to
- * one of the windows a flush closes — the latest end among them (a merging
- * window's end is inclusive: one ms past it). The flush's guard: the broker
- * defers the flush while a message stamped before it is not consumed.
- */
-function closesBefore(plan: RunnerContext['plan'], emits: readonly WindowEmit[]): number {
-  const end = emits.reduce((max, e) => Math.max(max, e.windowEnd), -Infinity);
-  return isMergingWindow(plan.window!.plugin) ? end + 1 : end;
-}
 
 /** What one flush pass knows when it reaches a partition. */
 interface FlushPass {
@@ -134,9 +121,11 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
     return;
   }
   // A post-window operator that throws dead-letters that emit only (emit-dead-letter.ts).
-  const { pushItems, dead } = await windowEmitItems(rt, partitionId, partition, fold.emits);
+  const { pushItems, dead, byTransactionId } = await windowEmitItems(rt, partitionId, partition, fold.emits);
+  // The guard covers the whole close horizon this flush writes (ripeAtOrBefore, close-horizon.ts), not only the
+  // ends of the windows it closes: a pending message stamped before it would otherwise be judged late on arrival.
   // Event time without an idle advance needs no guard: a pending event for a window the stored watermark closed is late by the same rule in its cycle.
-  const flushBefore = options.eventTime ? (idleAdvance.length ? pass.brokerClockMs : undefined) : closesBefore(plan, fold.emits);
+  const flushBefore = options.eventTime ? (idleAdvance.length ? pass.brokerClockMs : undefined) : Math.floor(ripeAtOrBefore);
   // A flush that lost a race (VERSION_CONFLICT) or was deferred pushed nothing: the next tick or cycle closes the window.
   const result = await commitCycle(rt, {
     partitionId,
@@ -147,6 +136,7 @@ async function flushPartition(rt: RunnerContext, partitionId: string, partition:
     ...(flushBefore !== undefined ? { flushBefore } : {}),
     messages: 0,
     emits: fold.emits.length,
+    windowEmits: byTransactionId,
     onCommitted() {
       reportDeadEmits(rt, dead);
       if (next === Infinity) forget();

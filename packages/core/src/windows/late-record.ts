@@ -26,7 +26,7 @@ function lateRecordOf(source: LateSource, late: LateContribution): LateRecord {
     eventTimeMs: late.entry.ts,
     window: { start: late.window.start, end: late.window.end },
     watermarkMs: late.watermarkMs,
-    latenessMs: late.watermarkMs - late.window.end,
+    latenessMs: late.latenessMs,
     value: late.entry.input,
   };
 }

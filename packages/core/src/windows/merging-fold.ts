@@ -3,10 +3,12 @@ import type { StateOp, StateRow } from '../context/wire.js';
 import type { Reducer } from '../plan/reducer.js';
 import { WATERMARK_KEY, openWindowStateKey, userKeyOfWindowKey, windowStateKey } from '../plan/keys.js';
 import { lateIdentity } from '../commit/transaction-id.js';
+import { rowsByKey } from '../context/state-api.js';
+import { closeHorizonOps } from './close-horizon.js';
 import {
   compareEmits,
+  lateHorizon,
   userStep,
-  watermarkBefore,
   watermarkOps,
   type FoldResult,
   type LateContribution,
@@ -110,8 +112,10 @@ function mergeInto(plugin: MergingWindowPlugin, open: readonly OpenWindow[], w: 
  * so an out-of-order event in the same batch can still bridge two windows.
  * Then a window closes when the clock is strictly past `windowEnd + grace`
  * (the end is inclusive: an event at exactly windowEnd still extends it). An
- * event that joins no open window and whose own window ended before the
- * stored watermark is late (drop / include / the onLate sink).
+ * event that joins no open window and whose own window was already ripe at
+ * the horizon from before the batch (`windowEnd + grace <` the watermark in
+ * event time, the close horizon in processing time) is late (drop / include /
+ * the onLate sink); one whose window grace still holds open opens it.
  */
 export function foldMergingBatch(
   plan: WindowPlan,
@@ -123,7 +127,7 @@ export function foldMergingBatch(
   const { options, tag } = plan.window;
   const plugin = pluginOf(plan);
   const reducer = plan.reducer;
-  const oldWm = options.eventTime ? watermarkBefore(plan, prepared, stored) : undefined;
+  const horizon = lateHorizon(plan, prepared, stored);
   const working = new Map<string, { userKey: string; version: number; windows: OpenWindow[] }>();
   const late = new Map<string, { acc: any; start: number; end: number; userKey: string; newestOffset: string }>();
   const lateContributions: LateContribution[] = [];
@@ -140,9 +144,11 @@ export function foldMergingBatch(
     let wasLate = false;
     for (const w of entry.windows) {
       const { target, members } = mergeInto(plugin, row.windows, w);
-      if (members.length === 0 && oldWm !== undefined && w.end < oldWm) {
+      if (members.length === 0 && horizon !== undefined && w.end < horizon.closedThroughMs) {
         wasLate = true;
-        if (options.onLate === 'sink') lateContributions.push({ windowKey: windowStateKey(tag, w.start, entry.userKey), entry, window: w, watermarkMs: oldWm });
+        if (options.onLate === 'sink') {
+          lateContributions.push({ windowKey: windowStateKey(tag, w.start, entry.userKey), entry, window: w, watermarkMs: horizon.watermarkMs, latenessMs: horizon.closedThroughMs - w.end });
+        }
         else if (options.onLate === 'include') {
           const lateKey = windowStateKey(tag, w.start, entry.userKey);
           let l = late.get(lateKey);
@@ -182,10 +188,12 @@ export function foldMergingBatch(
   stateOps.push(...untouched.stateOps);
   emits.push(...untouched.emits);
   emits.sort(compareEmits);
+  const closed = emits.length;
   for (const [key, l] of late) {
     emits.push({ identity: lateIdentity(key, l.newestOffset), windowKey: key, windowStart: l.start, windowEnd: l.end, userKey: l.userKey, value: reducer.result(l.acc) });
   }
   stateOps.push(...watermarkOps(plan, stored, clock, prepared));
+  stateOps.push(...closeHorizonOps(options, tag, stored, clock === undefined ? undefined : clock - options.gracePeriodMs, closed));
   return { stateOps, emits, lateDropped, late: lateContributions };
 }
 
@@ -193,6 +201,7 @@ export function foldMergingBatch(
 export function flushMergingRows(plan: WindowPlan, rows: readonly StateRow[], ripeAtOrBefore: number): FoldResult {
   const { stateOps, emits } = closeMergingRows(plan, rows, (end) => end < ripeAtOrBefore);
   emits.sort(compareEmits);
+  stateOps.push(...closeHorizonOps(plan.window.options, plan.window.tag, rowsByKey(rows), ripeAtOrBefore, emits.length));
   return { stateOps, emits, lateDropped: 0, late: [] };
 }
 

@@ -157,7 +157,11 @@ describe('window fold (pure)', () => {
     expect(batchClock(plan, prepared, rows([]))).toBe(ms('2026-01-05T10:01:00.000Z'));
     const fold = foldWindowBatch(plan, prepared, rows([]), [], batchClock(plan, prepared, rows([])));
     expect(fold.emits.map((e) => e.value)).toEqual([{ count: 1 }]);
-    expect(fold.stateOps.map((o) => o.type)).toEqual(['upsert']);
+    // The open minute, and the close horizon: [10:00, 10:01) was emitted at 10:01.
+    expect(fold.stateOps.map((o) => [o.type, o.key.split('\u001f')[1]])).toEqual([
+      ['upsert', '2026-01-05T10:01:00.000Z'],
+      ['upsert', '__closed__'],
+    ]);
   });
 
   it('idle flush turns ripe rows into deletes at their versions', () => {

@@ -4,12 +4,15 @@ import type { StateOp, StateRow } from '../context/wire.js';
 import { isMergingWindow } from '../plan/plugins.js';
 import { payloadOf } from '../context/source-message.js';
 import { runPreStages } from '../commit/pre-ops.js';
+import { rowsByKey } from '../context/state-api.js';
 import { assignWindows, eventTimeOf } from './window-placement.js';
 import { WATERMARK_KEY, openWindowStateKey, userKeyOfWindowKey, windowStateKey } from '../plan/keys.js';
 import { lateIdentity } from '../commit/transaction-id.js';
 import { flushMergingRows, foldMergingBatch, mergingRipeAts } from './merging-fold.js';
+import { closeHorizonOps } from './close-horizon.js';
 import {
   compareEmits,
+  lateHorizon,
   userStep,
   watermarkBefore,
   watermarkOps,
@@ -94,10 +97,14 @@ interface WorkingRow {
  * The state half of a window cycle: folds the prepared entries into the rows
  * read from state, closes every window ripe at `clock` (`windowEnd + grace <=
  * clock`, touched or merely stored), and answers the state ops (each with the
- * expected_version it was read at, 0 for new rows) and the emits. Late events
- * (event time, windowEnd <= the watermark from before this batch) are dropped,
- * with onLate 'include' emitted at once as a window of their own, or with an
- * onLate sink answered in `late` (one per window missed).
+ * expected_version it was read at, 0 for new rows) and the emits. A value
+ * whose window is still open (its end + grace is still after the horizon
+ * from before this batch: grace admits; in processing time, also a window
+ * whose row is stored) is folded into it. A value is late when its window
+ * was already emitted: ripe at that horizon (lateHorizon: the watermark in
+ * event time, the close horizon in processing time). Late values are
+ * dropped, with onLate 'include' emitted at once as a window of their own,
+ * or with an onLate sink answered in `late` (one per window missed).
  * Pure: recomputing after a VERSION_CONFLICT with fresh rows is just a re-call.
  */
 export function foldWindowBatch(
@@ -110,7 +117,7 @@ export function foldWindowBatch(
   if (isMergingWindow(plan.window!.plugin)) return foldMergingBatch(plan as WindowPlan, prepared, stored, ripeRows, clock);
   const { options, tag } = (plan as WindowPlan).window;
   const reducer = (plan as WindowPlan).reducer;
-  const oldWm = options.eventTime ? watermarkBefore(plan, prepared, stored) : undefined;
+  const horizon = lateHorizon(plan, prepared, stored);
   const working = new Map<string, WorkingRow>();
   const late = new Map<string, WorkingRow & { newestOffset: string }>();
   const lateContributions: LateContribution[] = [];
@@ -120,9 +127,9 @@ export function foldWindowBatch(
     let wasLate = false;
     for (const w of entry.windows) {
       const key = windowStateKey(tag, w.start, entry.userKey);
-      if (oldWm !== undefined && w.end <= oldWm) {
+      if (horizon !== undefined && w.end <= horizon.closedThroughMs && !(horizon.storedRowIsOpen && (working.has(key) || stored.has(key)))) {
         wasLate = true;
-        if (options.onLate === 'sink') lateContributions.push({ windowKey: key, entry, window: w, watermarkMs: oldWm });
+        if (options.onLate === 'sink') lateContributions.push({ windowKey: key, entry, window: w, watermarkMs: horizon.watermarkMs, latenessMs: horizon.closedThroughMs - w.end });
         else if (options.onLate === 'include') {
           let row = late.get(key);
           if (!row) {
@@ -166,11 +173,13 @@ export function foldWindowBatch(
     stateOps.push({ type: 'delete', key: r.key, expected_version: r.version });
   }
   emits.sort(compareEmits);
+  const closed = emits.length;
   for (const [key, row] of late) {
     emits.push({ identity: lateIdentity(key, row.newestOffset), windowKey: key, windowStart: row.windowStart, windowEnd: row.windowEnd, userKey: row.userKey, value: reducer.result(row.acc) });
   }
 
   stateOps.push(...watermarkOps(plan as WindowPlan, stored, clock, prepared));
+  stateOps.push(...closeHorizonOps(options, tag, stored, clock === undefined ? undefined : clock - options.gracePeriodMs, closed));
   return { stateOps, emits, lateDropped, late: lateContributions };
 }
 
@@ -181,6 +190,7 @@ export function foldWindowBatch(
 export function flushRipeRows(plan: CompiledQuery, rows: readonly StateRow[], ripeAtOrBefore: number): FoldResult {
   // Merging windows have inclusive ends: ripe once strictly past windowEnd + grace.
   if (isMergingWindow(plan.window!.plugin)) return flushMergingRows(plan as WindowPlan, rows, ripeAtOrBefore);
+  const { options, tag } = plan.window!;
   const reducer = (plan as WindowPlan).reducer;
   const stateOps: StateOp[] = [];
   const emits: WindowEmit[] = [];
@@ -192,6 +202,8 @@ export function flushRipeRows(plan: CompiledQuery, rows: readonly StateRow[], ri
     stateOps.push({ type: 'delete', key: r.key, expected_version: r.version });
   }
   emits.sort(compareEmits);
+  // Processing time: what this flush closes is emitted; a value for it read later is late (close-horizon.ts).
+  stateOps.push(...closeHorizonOps(options, tag, rowsByKey(rows), ripeAtOrBefore, emits.length));
   return { stateOps, emits, lateDropped: 0, late: [] };
 }
 

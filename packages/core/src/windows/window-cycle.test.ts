@@ -8,11 +8,12 @@ import type { CompiledQuery } from '../plan/compile.js';
 import { RunnerEmitter } from '../context/events.js';
 import { PartitionLocks } from '../context/partition-lock.js';
 import { StreamsApi } from '../context/state-api.js';
-import { prepareWindowBatch } from './window-batch.js';
+import { flushRipeRows, prepareWindowBatch } from './window-batch.js';
 import { readWindowState, windowCycle, type WindowStateRead } from './window-cycle.js';
 import { groupByPartition } from '../runner/pop-loop.js';
 import { WATERMARK_KEY, windowStateKey } from '../plan/keys.js';
-import { minuteWindow } from '../../test/minute-window.js';
+import { closeHorizonKey } from './close-horizon.js';
+import { minuteWindow } from '../test/minute-window.js';
 
 // The one-read path of a window cycle (one state/get of the whole partition)
 // must answer exactly what the two filtered reads answer; a partition with
@@ -88,6 +89,8 @@ async function seed(rt: RunnerContext, partitionId: string, count: number, water
   ops.push({ type: 'upsert', key: `other\u001f${T0}`, value: { windowEnd: 0 } });
   ops.push({ type: 'upsert', key: `${minute.tag}\u001fodd`, value: { windowEnd: String(T0 - 600000) } });
   if (watermarkMs !== undefined) ops.push({ type: 'upsert', key: WATERMARK_KEY, value: { eventTimeMs: watermarkMs } });
+  // The processing-time close horizon (under the window's prefix, no windowEnd: never ripe).
+  ops.push({ type: 'upsert', key: closeHorizonKey(minute.tag), value: { closedThroughMs: T0 - 7 * 60000 } });
   for (let i = 0; i < ops.length; i += 100) {
     const res = await rt.api.cycle({ query_id: rt.queryId, partition_id: partitionId, state_ops: ops.slice(i, i + 100) as never, push_items: [], ack: null });
     expect(res.success).toBe(true);
@@ -147,6 +150,10 @@ describe('window cycle state read', () => {
         expect(reads() - mid).toBe(pid === small ? 1 : 2);
         expect(comparable(second, prepared.touchedKeys)).toEqual(comparable(first, prepared.touchedKeys));
 
+        // What the batch is judged late against is read by both paths: `__wm__`, or the close horizon.
+        const judge = name === 'event time' ? WATERMARK_KEY : closeHorizonKey(minute.tag);
+        expect(second.stored.get(judge)?.value).toEqual(first.stored.get(judge)?.value);
+        expect(first.stored.get(judge)?.value).toEqual(name === 'event time' ? { eventTimeMs: T0 - 120000 } : { closedThroughMs: T0 - 7 * 60000 });
         const c = comparable(first, prepared.touchedKeys);
         expect(c.clock).toBe(T0 + 61000);
         expect(c.stored.map((r) => r?.value.acc.count ?? null)).toEqual([3, 7, null]);
@@ -160,21 +167,30 @@ describe('window cycle state read', () => {
   }
 });
 
+/**
+ * A processing-time query over a fresh partition holding `count` messages of
+ * key a, pushed at once (one createdAt, so one minute), and a cycle that pops
+ * two of them and runs one window cycle: its outcome and the state reads it made.
+ */
+async function carriedSetup(prefix: string, count: number) {
+  const plan = plans['processing time']();
+  const { rt, reads } = await context(plan);
+  (rt as { clock: unknown }).clock = { local: () => Date.now() };
+  const partition = uniqueName(prefix);
+  await queen.queue('src').partition(partition).push(Array.from({ length: count }, (_, i) => ({ payload: { k: 'a', i } })));
+  const cycle = async () => {
+    const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
+    const [batch] = groupByPartition(pop!);
+    const before = reads();
+    const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
+    return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
+  };
+  return { plan, rt, partition, cycle };
+}
+
 describe('carried window state', () => {
   it('S10 processing time: the cycle after this runner\'s own skips its state read; a change by another writer meanwhile is caught by the versions', async () => {
-    const plan = plans['processing time']();
-    const { rt, reads } = await context(plan);
-    (rt as { clock: unknown }).clock = { local: () => Date.now() };
-    const partition = uniqueName('carried');
-    await queen.queue('src').partition(partition).push(Array.from({ length: 10 }, (_, i) => ({ payload: { k: 'a', i } })));
-    /** Pops two messages of the partition and runs one window cycle over them: the outcome and the state reads it made. */
-    const cycle = async () => {
-      const pop = await queen.queue('src').partition(partition).pop({ batch: 2, consumerGroup: 'g' });
-      const [batch] = groupByPartition(pop!);
-      const before = reads();
-      const outcome = await windowCycle(rt, batch!, { releaseLease: true, effectsDone: new Set() });
-      return { outcome, reads: reads() - before, partitionId: batch!.partitionId };
-    };
+    const { rt, partition, cycle } = await carriedSetup('carried', 10);
     const row = async (partitionId: string) => {
       const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId });
       expect(rows).toHaveLength(1);
@@ -203,4 +219,23 @@ describe('carried window state', () => {
     expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 1 });
     expect((await row(first.partitionId)).value.acc.count).toBe(104);
   });
+
+  it('processing time: another runner\'s flush closes the carried window; the next cycle conflicts, reads afresh and judges its values late (never a fresh row)', async () => {
+    const { plan, rt, cycle } = await carriedSetup('carried-late', 4);
+    const first = await cycle();
+    expect(first).toMatchObject({ outcome: 'committed', reads: 1 });
+    const rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: first.partitionId });
+    expect(rows).toHaveLength(1);
+
+    // Another runner's idle flush closes the window (and raises the close horizon) behind this runner's carried rows.
+    const flush = flushRipeRows(plan, rows, rows[0]!.value.windowEnd);
+    expect(flush.stateOps.map((o) => o.type)).toEqual(['delete', 'upsert']);
+    expect((await rt.api.cycle({ query_id: rt.queryId, partition_id: first.partitionId, state_ops: flush.stateOps, push_items: [], ack: null })).success).toBe(true);
+
+    // The carried row's version is stale: VERSION_CONFLICT, a fresh read, and the two values are late.
+    expect(await cycle()).toMatchObject({ outcome: 'committed', reads: 1 });
+    expect(rt.metrics.lateEventsTotal).toBe(2);
+    const after = await rt.api.stateGet({ query_id: rt.queryId, partition_id: first.partitionId });
+    expect(after.map((r) => r.key)).toEqual([closeHorizonKey(minute.tag)]);
+});
 });

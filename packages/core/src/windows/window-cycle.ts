@@ -8,6 +8,7 @@ import { batchClock, foldWindowBatch, prepareWindowBatch, type PreparedWindowBat
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
 import { WATERMARK_KEY, windowKeyPrefix } from '../plan/keys.js';
 import { carriedRows, carryRows } from '../commit/carried-state.js';
+import { closeHorizonKey } from './close-horizon.js';
 
 // The window cycle, in one place: prepare the batch, read the state it
 // needs, fold (window-batch.ts, pure), hand the emits to the sink, commit.
@@ -33,7 +34,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       return 'none';
     }
     const fold = foldWindowBatch(plan, prepared, read.stored, read.ripeRows, read.clock);
-    const { pushItems, dead } = await windowEmitItems(rt, batch.partitionId, batch.partition, fold.emits, opts.effectsDone);
+    const { pushItems, dead, byTransactionId } = await windowEmitItems(rt, batch.partitionId, batch.partition, fold.emits, opts.effectsDone);
     if (fold.late.length > 0) {
       // Late records ride the same cycle: pushed in the transaction that commits the state and the ack.
       const late = lateOutputs({ queryName: rt.queryName, partition: batch.partition, partitionId: batch.partitionId }, fold.late);
@@ -48,6 +49,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       releaseLease: opts.releaseLease,
       messages: batch.messages.length,
       emits: fold.emits.length,
+      windowEmits: byTransactionId,
       onCommitted(res) {
         if (read.whole) carryRows(rt, batch.partitionId, last.offset, read.whole, fold.stateOps, new Map(res.state_results.map((r) => [r.key, r.version])));
         rt.touched.set(batch.partitionId, { partition: batch.partition, lastTouchedMs: rt.clock.local() });
@@ -61,7 +63,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
 
 /** What a window cycle reads before it folds (see foldWindowBatch). */
 export interface WindowStateRead {
-  /** The rows of (at least) the touched keys and, in event time, `__wm__`. */
+  /** The rows of (at least) the touched keys and `__wm__` (event time) or the close horizon (processing time). */
   stored: Map<string, StateRow>;
   /** Rows of the operator with `value.windowEnd <= clock − grace`, in the read's order (the server's key order; carried rows, theirs: only the order of the deletes depends on it). */
   ripeRows: StateRow[];
@@ -99,14 +101,17 @@ const partitionSizes = new WeakMap<RunnerContext, Map<string, { rows: number; sp
 export async function readWindowState(rt: RunnerContext, partitionId: string, prepared: PreparedWindowBatch, firstOffset: string): Promise<WindowStateRead> {
   const { plan } = rt;
   const { options, tag } = plan.window!;
-  const keys = options.eventTime ? [...prepared.touchedKeys, WATERMARK_KEY] : prepared.touchedKeys;
+  // The batch is judged late against `__wm__` (event time) or the close horizon (processing time): read it with the keys.
+  const keys = [...prepared.touchedKeys, options.eventTime ? WATERMARK_KEY : closeHorizonKey(tag)];
   const prefix = windowKeyPrefix(tag);
   const sizes = perRunner(partitionSizes, rt);
   const size = sizes.get(partitionId);
 
   // Processing time only: there an idle flush (this runner's or another's)
-  // only deletes rows, which the compare-and-set of a later cycle catches;
-  // in event time it may also move the watermark, which a cycle need not write.
+  // deletes rows and raises the close horizon; a later cycle that touches a
+  // deleted row, or writes the horizon, fails its compare-and-set and reads
+  // afresh (a value for a window the flush closed is then judged late). In
+  // event time a flush may move the watermark, which a cycle need not write.
   const carried = options.eventTime ? undefined : carriedRows(rt, partitionId, firstOffset);
   const whole = carried !== undefined || !size || size.rows <= Math.max(WHOLE_READ_MAX_ROWS, 2 * keys.length) || size.splitCycles >= WHOLE_READ_RETRY_CYCLES;
   if (whole) {

@@ -4,6 +4,7 @@ import type { StateOp, StateRow } from '../context/wire.js';
 import type { Reducer } from '../plan/reducer.js';
 import { OperatorError } from '../commit/pre-ops.js';
 import { watermarkAt, watermarkState, watermarkUpsert } from './event-time-idleness.js';
+import { storedCloseHorizon } from './close-horizon.js';
 
 // What the two window folds (fixed windows in window-batch.ts, merging
 // windows in merging-fold.ts) share: their input, their output and the
@@ -32,15 +33,9 @@ export interface PreparedWindowBatch {
   oldestCreatedMs: number;
 }
 
-/** A closed window leaving the reducer. */
-export interface WindowEmit {
-  identity: string;
-  windowKey: string;
-  windowStart: number;
-  windowEnd: number;
-  userKey: string;
-  value: unknown;
-}
+import type { WindowEmit } from '../plan/plugins.js';
+
+export type { WindowEmit };
 
 /**
  * A value the fold did not count because its window had already closed, kept
@@ -51,8 +46,48 @@ export interface LateContribution {
   windowKey: string;
   entry: WindowEntry;
   window: WindowBounds;
-  /** The watermark it was judged late against. */
+  /** The watermark it was judged late against (see {@link LateHorizon}). */
   watermarkMs: number;
+  /** How far the horizon had passed the window's close: `closedThroughMs − window.end` (≥ 0; > 0 for a merging window). */
+  latenessMs: number;
+}
+
+/**
+ * What a batch is judged late against: the clock at which the partition's
+ * windows were last closed, before this batch. A window is already emitted
+ * (a value for it, whose row is gone, is late) when its end is at or before
+ * `closedThroughMs` (strictly before for a merging window, whose end is
+ * inclusive) — exactly the windows a close at that clock makes ripe.
+ */
+interface LateHorizon {
+  /**
+   * Event time: the watermark before the batch (max event time −
+   * allowedLateness, or idled forward). Processing time: the clock of the
+   * last close (`closedThroughMs + gracePeriod`).
+   */
+  watermarkMs: number;
+  /** `watermarkMs − gracePeriod`: windows ending at or before it were ripe, so closed. */
+  closedThroughMs: number;
+  /**
+   * Processing time: a window whose row is still stored was not closed at
+   * the horizon (a close may leave a window open, e.g. one a message in
+   * flight still belongs to), so it is open whatever its end. Event time: no
+   * — a window ripe at the watermark from before the batch is judged closed
+   * whether or not a flush has run yet, so the verdict does not depend on
+   * its timing (with idleTimeoutMs the watermark idles without a write).
+   */
+  storedRowIsOpen: boolean;
+}
+
+/** The horizon a batch's values are judged late against, or undefined when no window of the partition has closed yet. */
+export function lateHorizon(plan: CompiledQuery, prepared: PreparedWindowBatch, stored: ReadonlyMap<string, StateRow>): LateHorizon | undefined {
+  const { options, tag } = plan.window!;
+  if (options.eventTime) {
+    const wm = watermarkBefore(plan, prepared, stored);
+    return wm === undefined ? undefined : { watermarkMs: wm, closedThroughMs: wm - options.gracePeriodMs, storedRowIsOpen: false };
+  }
+  const closed = storedCloseHorizon(tag, stored);
+  return closed === undefined ? undefined : { watermarkMs: closed + options.gracePeriodMs, closedThroughMs: closed, storedRowIsOpen: true };
 }
 
 export interface FoldResult {
