@@ -13,7 +13,7 @@ import { readWindowState, windowCycle, type WindowStateRead } from './window-cyc
 import { groupByPartition } from '../runner/pop-loop.js';
 import { WATERMARK_KEY, windowStateKey } from '../plan/keys.js';
 import { closeHorizonKey } from './close-horizon.js';
-import { minuteWindow } from '../test/minute-window.js';
+import { minuteWindow } from '../../test/minute-window.js';
 
 // The one-read path of a window cycle (one state/get of the whole partition)
 // must answer exactly what the two filtered reads answer; a partition with
