@@ -24,6 +24,7 @@ import { streamCycleRoutes } from './streams-cycle.js';
 import { streamQueryRoutes } from './streams-queries.js';
 import { streamStateRoutes } from './streams-state.js';
 import { consoleApiRoutes } from './console.js';
+import { scheduleRouteHandlers } from './schedules.js';
 import { streamInspectRoutes } from './streams-inspect.js';
 import { streamCounterRoutes } from './stream-counters.js';
 
@@ -45,7 +46,7 @@ declare module 'fastify' {
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes];
+const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes, scheduleRouteHandlers];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2

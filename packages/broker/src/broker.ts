@@ -14,6 +14,7 @@ import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
 import { StatisticsKeeper } from './statistics.js';
 import { retentionService } from './retention.js';
+import { scheduleService } from './schedule-firer.js';
 import { timerService } from './timers.js';
 
 const VERSION = '0.1.0';
@@ -26,7 +27,7 @@ export interface BrokerOptions {
   migrations?: MigrationSource[];
   /** Where the embedded PostgreSQL keeps its data when no databaseUrl is set. */
   embeddedDataDir?: string;
-  /** Background services (retention, timers) started with the broker. */
+  /** Background services (besides retention, timers and schedules) started with the broker. */
   services?: ((ctx: BrokerContext) => { stop(): Promise<void> | void })[];
 }
 
@@ -96,6 +97,8 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     encryption: createEncryptionState(config.encryptionKey),
     hooks: { maintenance: {} },
     timers: { heldWarned: false },
+    // Replaced by the schedule firer when it starts.
+    schedules: { wake: () => undefined },
   };
   // The metrics' scrape-time gauges read through the context, so they are made with it.
   const ctx: BrokerContext = Object.assign(base, { metrics: undefined as unknown as BrokerMetrics });
@@ -105,7 +108,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const address = app.server.address() as { port: number };
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
-  const services = [retentionService, timerService, ...(options.services ?? [])].map((start) => start(ctx));
+  const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
 
   let closing: Promise<void> | undefined;
   const close = () =>

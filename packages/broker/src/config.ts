@@ -20,6 +20,10 @@ export interface BrokerConfig {
   retentionIntervalMs: number;
   partitionCleanupS: number;
   timerPollMs: number;
+  /** QUEEN_SCHEDULE_MISFIRE_MS: a schedule's fire time older than this when a pass reaches it is missed (follows the schedule's `missed`). */
+  scheduleMisfireMs: number;
+  /** QUEEN_SCHEDULE_MAX_SLEEP_MS: the schedule firer's longest sleep (how soon a schedule made through another broker is seen). */
+  scheduleMaxSleepMs: number;
   poolSize: number;
   /** QUEEN_STATEMENT_TIMEOUT_MS: server-side bound of one ordinary statement (0 = none); a long-poll pop waits outside SQL. */
   statementTimeoutMs: number;
@@ -162,6 +166,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     retentionIntervalMs: int(env, 'QUEEN_RETENTION_INTERVAL_MS', 300000),
     partitionCleanupS: int(env, 'QUEEN_PARTITION_CLEANUP_S', 2592000),
     timerPollMs: int(env, 'QUEEN_TIMER_POLL_MS', 200),
+    scheduleMisfireMs: int(env, 'QUEEN_SCHEDULE_MISFIRE_MS', 1000),
+    scheduleMaxSleepMs: int(env, 'QUEEN_SCHEDULE_MAX_SLEEP_MS', 5000),
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
     statementTimeoutMs: int(env, 'QUEEN_STATEMENT_TIMEOUT_MS', 30000),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', 25000),

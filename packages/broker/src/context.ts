@@ -32,6 +32,8 @@ export interface BrokerContext {
   hooks: BrokerHooks;
   /** The timer firer's own state. */
   timers: { heldWarned: boolean };
+  /** The schedule firer: `wake()` ends its sleep (a schedule was created or replaced here). */
+  schedules: { wake(): void };
 }
 
 /** The broker's extension points, named by what they do; plugins and services fill them in. */

@@ -59,7 +59,8 @@ export const FLAG_CACHE_MAX = 10_000;
 /** One broker's encryption state: its key and its cache of queue flags (BrokerContext.encryption). */
 export interface EncryptionState {
   cipher: PayloadCipher | null;
-  flags: ClockCache<string, { encrypted: boolean; at: number }>;
+  /** Per queue: encryptionEnabled and maxSize (0 = unbounded), read together; see queueFlags. */
+  flags: ClockCache<string, QueueFlags>;
 }
 
 /**
@@ -83,6 +84,60 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
   else flags.delete(queue);
 }
 
+/** The options of a queue the push path needs, cached together (one read per queue per FLAG_TTL_MS). */
+interface QueueFlags {
+  encrypted: boolean;
+  /** maxSize; 0 = unbounded. */
+  maxSize: number;
+  at: number;
+}
+
+/**
+ * The cached flags of `queues`, each read at most once per FLAG_TTL_MS (one
+ * query for all the misses). An absent queue is created with default
+ * options: not encrypted, unbounded.
+ */
+async function queueFlags(ctx: BrokerContext, queues: Iterable<string>): Promise<Map<string, QueueFlags>> {
+  const state = ctx.encryption;
+  const out = new Map<string, QueueFlags>();
+  const now = Date.now();
+  const missing: string[] = [];
+  for (const q of new Set(queues)) {
+    const hit = state.flags.get(q);
+    if (hit && now - hit.at < FLAG_TTL_MS) out.set(q, hit);
+    else missing.push(q);
+  }
+  if (missing.length) {
+    const { rows } = await ctx.db.query<{ name: string; encrypted: boolean; max_size: number }>(
+      `select q.name, coalesce((q.options->>'encryptionEnabled')::boolean, false) as encrypted,
+              coalesce((q.options->>'maxSize')::float8, 0) as max_size
+         from queen.queues q where q.name = any($1::text[])`,
+      [missing],
+    );
+    const found = new Map(rows.map((r) => [r.name, r]));
+    for (const q of missing) {
+      const r = found.get(q);
+      const flags = { encrypted: r?.encrypted ?? false, maxSize: r?.max_size ?? 0, at: now };
+      state.flags.set(q, flags);
+      out.set(q, flags);
+    }
+  }
+  return out;
+}
+
+/**
+ * The maxSize of each of `queues` that has one (> 0), from the same cache as
+ * encryptedQueues: a push into unbounded queues pays no round trip for it. A
+ * maxSize configured on this broker counts at once (configure forgets the
+ * cache); one configured through another broker counts here within
+ * FLAG_TTL_MS.
+ */
+export async function queueMaxSizes(ctx: BrokerContext, queues: Iterable<string>): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const [q, flags] of await queueFlags(ctx, queues)) if (flags.maxSize > 0) out.set(q, flags.maxSize);
+  return out;
+}
+
 /**
  * Which of `queues` have encryptionEnabled. Cached per broker (a ClockCache of
  * FLAG_CACHE_MAX queues): the push hot path costs no round trip (one lookup
@@ -93,28 +148,7 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
 export async function encryptedQueues(ctx: BrokerContext, queues: Iterable<string>): Promise<Set<string>> {
   const state = ctx.encryption;
   const out = new Set<string>();
-  const now = Date.now();
-  const missing: string[] = [];
-  for (const q of new Set(queues)) {
-    const hit = state.flags.get(q);
-    if (hit && now - hit.at < FLAG_TTL_MS) {
-      if (hit.encrypted) out.add(q);
-    } else missing.push(q);
-  }
-  if (missing.length) {
-    const { rows } = await ctx.db.query<{ name: string; encrypted: boolean }>(
-      `select q.name, coalesce((q.options->>'encryptionEnabled')::boolean, false) as encrypted
-         from queen.queues q where q.name = any($1::text[])`,
-      [missing],
-    );
-    const found = new Map(rows.map((r) => [r.name, r.encrypted]));
-    for (const q of missing) {
-      // An absent queue is created with default options (not encrypted).
-      const encrypted = found.get(q) ?? false;
-      state.flags.set(q, { encrypted, at: now });
-      if (encrypted) out.add(q);
-    }
-  }
+  for (const [q, flags] of await queueFlags(ctx, queues)) if (flags.encrypted) out.add(q);
   if (out.size > 0 && !state.cipher) {
     const names = [...out].sort();
     throw new QueenError('ENCRYPTION_KEY_MISSING', `Queue ${names.join(', ')} has encryptionEnabled but QUEEN_ENCRYPTION_KEY is not set on this broker; nothing was stored`, {

@@ -25,6 +25,7 @@ export interface BrokerMetrics {
   /** Per-query stream cycle counts (cycle route), read by /streams/v1/counters and the queen_stream_query_* series. */
   streamQueries: StreamCounters;
   timersFired: Counter;
+  schedulesFired: Counter;
 }
 
 /**
@@ -183,6 +184,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
     streamQueries,
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
+    schedulesFired: new Counter({ name: 'queen_schedule_fires_total', help: 'Schedule fire times pushed to their queue by this broker', registers }),
   };
 }
 

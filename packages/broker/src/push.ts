@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { pushResultOf, QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import type { NamedStatement } from './database.js';
-import { encryptedQueues, encryptPayload } from './encryption.js';
+import { encryptedQueues, encryptPayload, queueMaxSizes } from './encryption.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
 import { PUSH_RUN_SQL, type AllocatorItem, type AllocatorResult } from './sql/queen.log_append_v1.js';
@@ -29,6 +29,34 @@ export async function allocatorItems(
   }));
 }
 
+/** A push into queues with a maxSize: the check and the append in one statement (queen.log_push_capped_v1.sql). */
+const PUSH_CAPPED_SQL: NamedStatement = { name: 'queen_push_capped', text: 'select * from queen.log_push_capped_v1($1::jsonb, $2, $3::jsonb)' };
+
+/** Seconds a 429 QUEUE_FULL asks the producer to wait (Retry-After, and `retryAfter` in the body). */
+const QUEUE_FULL_RETRY_AFTER_S = 1;
+
+/**
+ * Appends items to queues of which some have a maxSize (`bounded`: queue →
+ * maxSize as cached). Throws QUEUE_FULL (429) when a queue has no room for
+ * its items; then nothing of the request was stored.
+ */
+async function appendCapped(ctx: BrokerContext, items: PushItem[], rows: AllocatorItem[], producerSub: string | null, bounded: Map<string, number>): Promise<AllocatorResult[]> {
+  const counts = new Map<string, number>();
+  for (const i of items) if (bounded.has(i.queue)) tally(counts, i.queue);
+  const { rows: results } = await ctx.db.query<AllocatorResult & { full_queue: string | null; max_size: string | null; pending: string | null }>(PUSH_CAPPED_SQL, [
+    JSON.stringify(rows),
+    producerSub,
+    JSON.stringify([...counts].map(([queue, count]) => ({ queue, count }))),
+  ]);
+  const full = results[0]?.full_queue;
+  if (full) {
+    const params = { queue: full, pending: Number(results[0]!.pending), maxSize: Number(results[0]!.max_size), count: counts.get(full) };
+    ctx.log.warn(params, 'push refused: queue full');
+    throw new QueenError('QUEUE_FULL', undefined, { params, extra: { ...params, retryAfter: QUEUE_FULL_RETRY_AFTER_S } });
+  }
+  return results;
+}
+
 /**
  * Appends items in one PostgreSQL transaction (all or none): partitions are
  * ensured first, then queen.log_push_many_v1 takes the append locks in
@@ -39,7 +67,11 @@ async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: str
   if (items.length === 0) return [];
   return ctx.partitions.retrying(async () => {
     const rows = await allocatorItems(ctx, items);
-    const { rows: results } = await ctx.db.query<AllocatorResult>(...appendStatement(rows, producerSub));
+    // Read from the cache allocatorItems just filled: no round trip.
+    const bounded = await queueMaxSizes(ctx, items.map((i) => i.queue));
+    const results = bounded.size
+      ? await appendCapped(ctx, items, rows, producerSub, bounded)
+      : (await ctx.db.query<AllocatorResult>(...appendStatement(rows, producerSub))).rows;
     for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
     countPushes(ctx, items, results);
     return results.map((r, index) => pushResultOf(index, items[index]!, rows[index]!.partition_id, r.status, r.message_id, r.offset));
@@ -78,12 +110,17 @@ function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorRe
 }
 
 export function pushRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  registerRoute(app, routes.push, async ({ body, request }) => {
+  registerRoute(app, routes.push, async ({ body, request, reply }) => {
     if (body.items.length > ctx.config.maxPushItems) {
       throw new QueenError('VALIDATION_FAILED', `at most ${ctx.config.maxPushItems} items per push`, {
         details: [{ field: 'body.items', message: `must have at most ${ctx.config.maxPushItems} items` }],
       });
     }
-    return pushItems(ctx, body.items, request.principal?.subject ?? null);
+    try {
+      return await pushItems(ctx, body.items, request.principal?.subject ?? null);
+    } catch (err) {
+      if (err instanceof QueenError && err.code === 'QUEUE_FULL') reply.header('Retry-After', String(QUEUE_FULL_RETRY_AFTER_S));
+      throw err;
+    }
   });
 }

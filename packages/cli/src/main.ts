@@ -7,6 +7,7 @@ import { EXIT, exitCodeOf } from './exit.js';
 import { groupsCommands } from './groups.js';
 import type { CliIO } from './io.js';
 import { kvCommands } from './kv.js';
+import { schedulesCommands } from './schedules.js';
 import { newCommand } from './new.js';
 import { wantsJson } from './output.js';
 import { popCommand } from './pop.js';
@@ -100,6 +101,7 @@ const brokerCommands: Record<string, CommandSpec | Record<string, CommandSpec>> 
   dlq: dlqCommands,
   streams: streamsCommands,
   kv: kvCommands,
+  schedules: schedulesCommands,
 };
 
 const isSpec = (x: CommandSpec | Record<string, CommandSpec>): x is CommandSpec => typeof (x as CommandSpec).run === 'function';

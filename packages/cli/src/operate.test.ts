@@ -289,6 +289,26 @@ describe('queen operator commands', () => {
     expect(missing.stderr).toContain('KV_NOT_FOUND');
   });
 
+  it('schedules add, list (JSON lines, or a table on a terminal) and delete; a bad cron exits 1 with its code, a missing schedule 3', async () => {
+    const name = uniqueName('clisched');
+    const q = uniqueName('clischedq');
+    const add = await run(['schedules', 'add', name, '0 6 * * *', q, '{"report":"daily"}', '--tz', 'Asia/Kolkata', '--missed', 'skip', '--partition', 'p1']);
+    expect(add.code).toBe(0);
+    expect(add.rows[0]).toMatchObject({ name, cron: '0 6 * * *', timeZone: 'Asia/Kolkata', queue: q, partition: 'p1', missed: 'skip', payload: { report: 'daily' }, status: 'created' });
+    expect(add.rows[0].nextFireAt).toMatch(/T00:30:00\.000000Z$/);
+    const list = await run(['schedules', 'list']);
+    expect(list.rows.find((r) => r.name === name)).toMatchObject({ queue: q, nextFireAt: add.rows[0].nextFireAt });
+    const table = await run(['schedules', 'list'], { tty: true });
+    expect(table.stdout).toMatch(/name\s+cron\s+timeZone\s+queue/);
+    expect(table.stdout).toContain(name);
+    const bad = await run(['schedules', 'add', uniqueName('clibad'), 'not a cron', q]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('SCHEDULE_INVALID_CRON');
+    expect((await run(['schedules', 'add', name, '* * * * *', q, '--missed', 'most'])).code).toBe(2);
+    expect((await run(['schedules', 'delete', name])).code).toBe(0);
+    expect((await run(['schedules', 'delete', name])).code).toBe(3);
+  });
+
   it('tail uses a throw-away group from now on, leaves queue mode alone and deletes its group when stopped', async () => {
     const q = uniqueName('cli-tail');
     await pushN(q, 1); // before the tail: not shown

@@ -44,6 +44,10 @@ Operations:
   kv set <namespace> <key> <json>  [--ttl s] [--expected-version n]
   kv list <namespace>              [--prefix p] [--after key] [--limit n]
   kv delete <namespace> <key>      [--expected-version n]
+  schedules list                   recurring schedules with their next fire time
+  schedules add <name> <cron> <queue> [json]   create or replace (quote the cron): one message per fire time
+      [--tz zone (default UTC)] [--partition p] [--missed skip|one|all (default one)]
+  schedules delete <name>
 
 Global options (anywhere on the line):
   --url <url>      broker URL (default $QUEEN_URL or http://localhost:6632)

@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import { ackRequestOf, parseOptions, routes, type AckDefaults, type AckInput, type AckResult, type LeaseExtendResult } from '@queen-mq/protocol';
+import { ackRequestOf, parseOptions, routes, type AckDefaults, type AckInput, type AckResult, type LeaseExtendResult, type ScheduleBody, type ScheduleUpsertResult } from '@queen-mq/protocol';
 import { queenOptionsSchema } from './options.js';
 import { routeCalls, type RouteCalls } from './route-calls.js';
 import { QueueHandle } from './queue-handle.js';
@@ -127,6 +127,21 @@ export class Queen {
     const date = res.headers.get('date');
     await res.arrayBuffer();
     return date ? Date.parse(date) : undefined;
+  }
+
+  /**
+   * Creates or replaces the recurring schedule `name` (POST /api/v1/schedules):
+   * every fire time of `cron` in `timeZone` (default UTC) pushes `payload`
+   * to `queue`/`partition` once, with transactionId
+   * `schedule:<name>:<fire time ISO>`. `missed` (default `one`) says what a
+   * broker coming back after a gap does with the fire times nobody pushed.
+   * The same definition again answers `status: 'unchanged'` and keeps its
+   * next fire time, so an application may declare its schedules at every
+   * start; safe to retry. List and delete with `queen.api.scheduleList()` /
+   * `queen.api.scheduleDelete({ params: { name } })`.
+   */
+  schedule(name: string, definition: Omit<ScheduleBody, 'name'>, options: { signal?: AbortSignal } = {}): Promise<ScheduleUpsertResult> {
+    return this.api.scheduleUpsert({ body: { ...definition, name }, idempotent: true, signal: options.signal });
   }
 
   /** A transaction builder: pushes, acks, KV ops and timers committed together (`.commit()`). */

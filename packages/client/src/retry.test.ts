@@ -151,4 +151,29 @@ describe('client retries', () => {
       await proxy.close();
     }
   });
+
+  it('a push refused 429 QUEUE_FULL is sent again after the Retry-After wait and gets in once a consumer made room; past the retries it rejects', async () => {
+    const q = uniqueName('full');
+    await b.http('POST', '/api/v1/configure', { queue: q, options: { maxSize: 2 } });
+    await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: 1 }, { queue: q, payload: 2 }] });
+    const queen = new Queen({ url: b.url, retryBaseMs: 5 });
+    const patient = new Queen({ url: b.url, retries: 1, retryBaseMs: 5, retryMaxMs: 50 });
+    try {
+      // Out of retries (one, waiting 50 ms: retryMaxMs bounds the asked second): the typed error, nothing written.
+      const err = (await patient.queue(q).push({ n: 'x' }).catch((e: unknown) => e)) as QueenError;
+      expect(err).toBeInstanceOf(QueenError);
+      expect([err.code, err.status]).toEqual(['QUEUE_FULL', 429]);
+      expect(await messageCount(q)).toBe(2);
+      // A consumer takes one 300 ms from now; the push without a transactionId waits the asked second and gets in.
+      const t0 = Date.now();
+      setTimeout(() => void b.http('GET', `/api/v1/pop/queue/${q}?batch=1&autoAck=true`), 300);
+      const out = await queen.queue(q).push({ n: 3 });
+      expect(out[0]!.status).toBe('queued');
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(950);
+      expect(await messageCount(q)).toBe(3);
+    } finally {
+      await queen.close();
+      await patient.close();
+    }
+  });
 });

@@ -72,3 +72,13 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * How long a 429 answer asks the caller to wait, ms: its body's `retryAfter`
+ * (seconds, the same value as its Retry-After header), or undefined when it
+ * gives none.
+ */
+export function retryAfterMs(body: unknown): number | undefined {
+  const s = (body as { retryAfter?: unknown } | null | undefined)?.retryAfter;
+  return typeof s === 'number' && Number.isFinite(s) && s >= 0 ? s * 1000 : undefined;
+}

@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import { errorFromResponse } from './errors.js';
 import { dispatcherPath, nodeHttpPath, type HttpPath } from './http-exchange.js';
-import { backoffDelay, isConnectionError, neverSent, sleep, type BackoffPolicy } from './retry.js';
+import { backoffDelay, isConnectionError, neverSent, retryAfterMs, sleep, type BackoffPolicy } from './retry.js';
 
 export type QueryValue = string | number | boolean | undefined | null;
 
@@ -118,6 +118,13 @@ export class Transport {
         parsed = text ? JSON.parse(text) : undefined;
       } catch {
         parsed = undefined;
+      }
+      if (status === 429 && canRetry) {
+        // 429 (QUEUE_FULL) stored nothing, so any call may be sent again:
+        // after the wait the broker asks for (at most retryMaxMs), never
+        // sooner than the backoff.
+        await sleep(Math.max(backoffDelay(attempt, this.options), Math.min(retryAfterMs(parsed) ?? 0, this.options.maxMs)), opts.signal);
+        continue;
       }
       throw errorFromResponse(status, parsed, text);
     }

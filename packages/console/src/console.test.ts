@@ -305,6 +305,24 @@ describe('operator console in Chromium', () => {
     expect(await page.textContent('[data-testid=kv] tr[data-key="user:2"] [data-col=ttl]')).toBe('—');
   });
 
+  it('schedules: each with its cron, zone, queue and next fire time; Delete removes it', async () => {
+    const name = uniqueName('report');
+    const created = await http('POST', '/api/v1/schedules', { name, cron: '0 6 * * *', timeZone: 'Asia/Kolkata', queue: jobs, payload: { report: 'daily' } });
+    expect(created.status).toBe(201);
+    const { page } = admin;
+    await open(page, '#/schedules');
+    const row = `[data-testid=schedules] tr[data-schedule="${name}"]`;
+    await page.waitForSelector(row);
+    const texts = await cells(page, row);
+    expect(texts.slice(0, 6)).toEqual([name, '0 6 * * *', 'Asia/Kolkata', `${jobs} / Default`, '{"report":"daily"}', 'one']);
+    // The next fire time as this browser writes the broker's nextFireAt, and the wait until it.
+    expect(texts[6]).toBe(await page.evaluate((iso) => new Date(iso).toLocaleString(), created.body.nextFireAt as string));
+    expect(texts[7]).toMatch(/^\d+[hms]( \d+[ms])?$/);
+    await page.click(`${row} button:has-text("Delete")`);
+    await page.waitForSelector(row, { state: 'detached' });
+    expect((await http('GET', `/api/v1/schedules/${name}`)).status).toBe(404);
+  });
+
   it('a read-only token sees the same data, is offered no action, and is refused if it acts', async () => {
     const id = await deadLetter(jobs, { job: 'ro' }, 'ro failure');
     const viewer = await signedIn(VIEWER);

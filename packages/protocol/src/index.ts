@@ -15,6 +15,7 @@ export * from './ops.js';
 export * from './admin.js';
 export * from './streams.js';
 export * from './kv.js';
+export * from './schedules.js';
 export * from './console.js';
 export * from './resources.js';
 export * from './routes.js';

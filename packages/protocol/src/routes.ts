@@ -8,6 +8,7 @@ import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
 import { groupDetailResponse, queueDetailResponse, queueListResponse } from './resources.js';
+import { scheduleRoutes } from './schedules.js';
 import { streamRoutes } from './streams.js';
 import { listPageQuery, name255, queueName } from './values.js';
 
@@ -76,4 +77,5 @@ export const allRoutes: Record<string, RouteSpec> = {
   ...streamRoutes,
   ...kvRoutes,
   ...consoleRoutes,
+  ...scheduleRoutes,
 };

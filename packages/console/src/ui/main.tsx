@@ -6,6 +6,7 @@ import { DlqPage } from './dlq.js';
 import { GroupPage, GroupsPage } from './groups.js';
 import { KvPage } from './kv.js';
 import { QueuePage, QueuesPage } from './queues.js';
+import { SchedulesPage } from './schedules.js';
 import { href, useLocation } from './router.js';
 import { StreamPage, StreamsPage } from './streams.js';
 
@@ -15,6 +16,7 @@ const SECTIONS = [
   ['dlq', 'DLQ'],
   ['streams', 'Streams'],
   ['kv', 'KV'],
+  ['schedules', 'Schedules'],
 ] as const;
 
 function Login({ error, onToken }: { error?: Error; onToken: (token: string) => void }) {
@@ -56,6 +58,7 @@ function App() {
     else if (section === 'dlq') page = <DlqPage level={level} query={loc.query} />;
     else if (section === 'streams') page = name ? <StreamPage name={name} level={level} /> : <StreamsPage />;
     else if (section === 'kv') page = <KvPage query={loc.query} />;
+    else if (section === 'schedules') page = <SchedulesPage level={level} />;
     else page = <p>Unknown page.</p>;
   }
   return (
