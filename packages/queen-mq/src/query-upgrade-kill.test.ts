@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
 import { collectUntil, cursorOf, push, sleep, stateRows, useStreamBroker } from '../test/helpers.js';
+import { killAllWorkers, killHard, spawnWorker } from '../test/worker-process.js';
 
 // A deploy the hard way (issue 33): version 1 of a query runs in its own
 // process and is SIGKILLed mid-stream, with pushes still arriving and
@@ -11,19 +10,14 @@ import { collectUntil, cursorOf, push, sleep, stateRows, useStreamBroker } from 
 // starts in its place with `upgrade: 'keep-state'`. The hour window open at
 // the kill must come out once, holding every message exactly once.
 
-const here = dirname(fileURLToPath(import.meta.url));
-const testDir = join(here, '..', 'test');
-const repoRoot = join(here, '..', '..', '..');
-
 const env = useStreamBroker();
 const { names } = env;
 let b: TestBroker;
 beforeAll(() => {
   ({ b } = env);
 });
-const children = new Set<ChildProcess>();
 afterAll(() => {
-  for (const c of children) c.kill('SIGKILL');
+  killAllWorkers();
 });
 
 interface Worker {
@@ -36,14 +30,7 @@ interface Worker {
 
 /** Starts test/upgrade-worker.ts from the workspace sources and waits for its first answer. */
 function startWorker(vars: Record<string, string>): Promise<Worker> {
-  // node with tsx as a loader (not the tsx CLI, whose second process a SIGKILL would leave running).
-  const child = spawn(process.execPath, ['--import', 'tsx', join(testDir, 'upgrade-worker.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...vars, TSX_TSCONFIG_PATH: join(testDir, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  child.on('exit', () => children.delete(child));
+  const child = spawnWorker('upgrade-worker.ts', vars);
   let commits = 0;
   let out = '';
   let err = '';
@@ -63,14 +50,6 @@ function startWorker(vars: Record<string, string>): Promise<Worker> {
       clearTimeout(timer);
       reject(new Error(`worker exited (${code}) without an answer: ${err}`));
     });
-  });
-}
-
-function killHard(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
   });
 }
 
