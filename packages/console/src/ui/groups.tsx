@@ -1,18 +1,30 @@
 import type { AccessLevel } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
-import { confirmed, duration, ErrorBox, Section, time, usePoll } from './components.js';
+import { confirmed, duration, ErrorBox, Pager, SearchBox, Section, time, usePoll } from './components.js';
 import { href, navigate } from './router.js';
 
 const REFRESH_MS = 5000;
+const PAGE = 100;
 
 const stateBadge = { Stable: 'ok', Lagging: 'warn', Dead: 'bad' } as const;
 
 export function GroupsPage() {
-  const { data, error } = usePoll(() => call('groupList', { query: { limit: 1000 } }), [], REFRESH_MS);
+  // A page of groups searched and paged by the broker; one row past the page says whether there is a next.
+  const [offset, setOffset] = useState(0);
+  const [search, setSearch] = useState('');
+  const { data: rows, error } = usePoll(() => call('groupList', { query: { limit: PAGE + 1, offset, search } }), [offset, search], REFRESH_MS);
+  const data = rows?.slice(0, PAGE);
   return (
     <>
       <h2>Consumer groups</h2>
+      <SearchBox
+        placeholder="Search groups by name"
+        onChange={(text) => {
+          setSearch(text);
+          setOffset(0);
+        }}
+      />
       <ErrorBox error={error} />
       {data ? (
         <table data-testid="groups">
@@ -48,7 +60,8 @@ export function GroupsPage() {
           </tbody>
         </table>
       ) : null}
-      {data?.length === 0 ? <p class="muted">No consumer groups yet: a group appears with its first pop.</p> : null}
+      {data?.length === 0 ? <p class="muted">{search ? `No group name contains “${search}”.` : 'No consumer groups yet: a group appears with its first pop.'}</p> : null}
+      {data ? <Pager offset={offset} limit={PAGE} shown={data.length} more={rows!.length > PAGE} onChange={setOffset} /> : null}
     </>
   );
 }
