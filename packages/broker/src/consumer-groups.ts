@@ -19,7 +19,20 @@ interface GroupRow {
   idle_s: number | null;
 }
 
-/** One page of groups rolled up: $1 limit, $2 offset, $3 search text or null (see listGroups). */
+/**
+ * One page of groups rolled up ($1 limit, $2 offset, $3 search text or null).
+ * Per (group, partition): lag = head − max(cursor, first − 1) (retained
+ * messages not yet acked) and time lag = age of the oldest pending message;
+ * then rolled up per queue and per group.
+ *
+ * The page's names come first (bytewise order, the search applied), walked
+ * through cursors_consumer_group one distinct name at a time (a skip scan:
+ * one index probe per group, never a pass over every cursor row); then only
+ * the page's cursors are rolled up, with an index probe for the oldest
+ * pending message only where a partition lags. A page costs the cursors of
+ * its groups: a group that reads 50,000 partitions costs those 50,000 rows
+ * (and a probe per lagging one) whatever the page size.
+ */
 export const LIST_GROUPS_SQL = `with recursive names(grp) as (
        (select c.consumer_group collate "C" from queen.cursors c order by 1 limit 1)
        union all
@@ -56,17 +69,8 @@ export const LIST_GROUPS_SQL = `with recursive names(grp) as (
        join per_queue pq on pq.grp = g.grp
       order by g.grp collate "C"`;
 
-/**
- * Per (group, partition): lag = head − max(cursor, first − 1) (retained
- * messages not yet acked) and time lag = age of the oldest pending message;
- * then rolled up per queue and per group.
- */
+/** A page of groups with their lag and state (PROTOCOL §5.9). */
 async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number; search?: string }) {
-  // A page of group names first (bytewise order, ?search= filters), walked
-  // through cursors_consumer_group one distinct name at a time (a skip scan:
-  // one index probe per group, never a pass over every cursor row); then
-  // only the page's cursors are rolled up, with an index probe for the
-  // oldest pending message only where a partition has something pending.
   const { rows } = await ctx.db.query<GroupRow>(
     LIST_GROUPS_SQL,
     [page.limit, page.offset, page.search || null],
