@@ -10,10 +10,13 @@ import { LIST_GROUPS_SQL } from './consumer-groups.js';
 // queue-mode cursor, plus GROUPS consumer groups; then paging must return
 // every queue and group exactly once, and ?search= only the matching names.
 
+// The two sizes compared: 100x the queues, the same pages.
 const SMALL = 30;
 const QUEUES = 3_000;
 const PARTITIONS = 10;
+// Consumer groups besides __QUEUE_MODE__, one cursor each.
 const GROUPS = 300;
+/** QUEEN_METRICS_TOP_N of this broker, and the page size of every listing read. */
 const TOP_N = 100;
 const PAGE = 100;
 /** A page at QUEUES may take this many times a page at SMALL (plus a fixed slack for a loaded machine). */
