@@ -169,6 +169,22 @@ describe(`listings and /metrics at ${QUEUES} queues x ${PARTITIONS} partitions`,
     expect(new Set(seen).size).toBe(seen.length);
   });
 
+  it("a group's detail pages its partitions with ?limit=&offset= (every partition without them)", async () => {
+    const group = '__QUEUE_MODE__';
+    const all = (await get(`/api/v1/consumer-groups/${group}`)).body.partitions.map((p: { partitionId: string }) => p.partitionId);
+    expect(all.length).toBeGreaterThanOrEqual(QUEUES * PARTITIONS);
+    const paged: string[] = [];
+    for (let offset = 0; ; offset += 4_000) {
+      const { body } = await get(`/api/v1/consumer-groups/${group}?limit=4000&offset=${offset}`);
+      if (body.partitions.length === 0) break;
+      paged.push(...body.partitions.map((p: { partitionId: string }) => p.partitionId));
+    }
+    expect(paged).toEqual(all);
+    const lq7 = (await get(`/api/v1/consumer-groups/${group}?queue=${queueName(7)}&limit=3&offset=9`)).body.partitions;
+    expect(lq7.map((p: { partition: string; lag: number }) => [p.partition, p.lag])).toEqual([['p9', 2]]);
+    expect((await fetch(`${b.url}/api/v1/consumer-groups/lg-none?limit=3&offset=9`)).status).toBe(404);
+  });
+
   it('?search= lists only the names containing the text, counted in total', async () => {
     const expected = [queueName(123), ...Array.from({ length: 10 }, (_, i) => queueName(1230 + i))];
     for (const route of ['/api/v1/resources/queues', '/api/v1/console/queues']) {

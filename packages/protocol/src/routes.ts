@@ -10,7 +10,7 @@ import { pushBody, pushResponse } from './push.js';
 import { groupDetailResponse, queueDetailResponse, queueListResponse } from './resources.js';
 import { scheduleRoutes } from './schedules.js';
 import { streamRoutes } from './streams.js';
-import { listPageQuery, listSearchQuery, name255, queueName } from './values.js';
+import { listPageQuery, listSearchQuery, name255, queryInt, queueName } from './values.js';
 
 /** Access levels nest: admin ⊇ read-write ⊇ read-only. */
 export type AccessLevel = 'public' | 'read-only' | 'read-write' | 'admin';
@@ -58,9 +58,9 @@ export const routes = {
     method: 'GET',
     url: '/api/v1/consumer-groups/:group',
     level: 'read-only',
-    summary: 'Consumer group detail: cursors, lag, leases',
+    summary: 'Consumer group detail: cursors, lag, leases (partitions pageable: limit, offset; every partition without limit, as in v1)',
     params: groupParams,
-    query: z.object({ queue: queueName.optional() }),
+    query: z.object({ queue: queueName.optional(), limit: queryInt(1, 2147483647).optional(), offset: queryInt(0, 2147483647).default(0) }),
     response: groupDetailResponse,
   }),
 } satisfies Record<string, RouteSpec>;

@@ -6,6 +6,7 @@ import { href, navigate } from './router.js';
 
 const REFRESH_MS = 5000;
 const PAGE = 100;
+const DETAIL_ROWS = 1000;
 
 const stateBadge = { Stable: 'ok', Lagging: 'warn', Dead: 'bad' } as const;
 
@@ -67,7 +68,8 @@ export function GroupsPage() {
 }
 
 export function GroupPage({ name, level }: { name: string; level: AccessLevel }) {
-  const { data, error, reload } = usePoll(() => call('groupGet', { params: { group: name } }), [name], REFRESH_MS);
+  // At most DETAIL_ROWS partitions: a group may read tens of thousands.
+  const { data, error, reload } = usePoll(() => call('groupGet', { params: { group: name }, query: { limit: DETAIL_ROWS } }), [name], REFRESH_MS);
   const [notice, setNotice] = useState<string | undefined>();
   const [actionError, setActionError] = useState<Error | undefined>();
   const [when, setWhen] = useState<Record<string, string>>({});
@@ -97,7 +99,7 @@ export function GroupPage({ name, level }: { name: string; level: AccessLevel })
       {notice ? <div class="notice">{notice}</div> : null}
       {data ? (
         <>
-          <Section title="Partitions">
+          <Section title={data.partitions.length === DETAIL_ROWS ? `Partitions (the first ${DETAIL_ROWS} by queue and name)` : 'Partitions'}>
             <table data-testid="group-partitions">
               <thead>
                 <tr>
