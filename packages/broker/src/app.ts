@@ -22,6 +22,7 @@ import { pushRoutes } from './push.js';
 import { queueRoutes } from './queues.js';
 import { streamCycleRoutes } from './streams-cycle.js';
 import { streamQueryRoutes } from './streams-queries.js';
+import { streamMigrationRoutes } from './streams-migrations.js';
 import { streamStateRoutes } from './streams-state.js';
 import { consoleApiRoutes } from './console.js';
 import { scheduleRouteHandlers } from './schedules.js';
@@ -46,7 +47,7 @@ declare module 'fastify' {
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes, scheduleRouteHandlers];
+const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamMigrationRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes, scheduleRouteHandlers];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
+import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
 /**
  * A maintenance task another feature owns (the KV's expiry purge, the timer
@@ -24,7 +25,7 @@ export const RETENTION_SEGMENTS_PER_TRANSACTION = 4;
 /** Transaction-level advisory lock: one maintenance pass at a time across every replica. */
 const MAINTENANCE_LOCK = 7_163_265_004;
 
-export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers'];
+export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers', 'state'];
 
 /**
  * One maintenance pass (PROTOCOL §3.9): retention drops whole segments by the
@@ -63,6 +64,7 @@ export async function runMaintenance(
     partitions: { deleted: 0, vetoed: 0 },
     kv: { expiredPurged: 0 },
     timers: { fired: 0 },
+    state: { expiredDeleted: 0 },
   };
   if (tasks.includes('retention')) {
     // One partition, a few segments, per transaction: a pass over a big
@@ -109,6 +111,17 @@ export async function runMaintenance(
   if (tasks.includes('timers') && extra.timers) {
     const r = await step((client) => extra.timers!(client, ctx));
     if (r) out.timers = { fired: r.value };
+  }
+  if (tasks.includes('state')) {
+    // One transaction per (query, partition), under the locks a cycle takes (expired-state.ts).
+    const shards = await step((client) => expiredStateShards(client));
+    if (!shards) return out;
+    for (const shard of shards.value) {
+      const r = await step((client) => deleteExpiredState(client, shard));
+      if (!r) return out;
+      out.state.expiredDeleted += r.value;
+      if (ctx.shutdown.aborted) break;
+    }
   }
   return out;
 }

@@ -40,6 +40,7 @@ describe('retention', () => {
       partitions: { deleted: expect.any(Number), vetoed: expect.any(Number) },
       kv: { expiredPurged: 0 },
       timers: { fired: 0 },
+      state: { expiredDeleted: 0 },
     });
     const q = uniqueName('tasks');
     await b.http('POST', '/api/v1/configure', { queue: q, options: { maxWaitTimeSeconds: 1 } });

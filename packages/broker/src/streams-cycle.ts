@@ -11,6 +11,8 @@ const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
 
 /** The cycle statement, parsed once per connection. */
 const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
+/** A cycle of a named version (issue 33): the same, refused QUERY_VERSION_CHANGED when another version is registered. */
+const CYCLE_AT_VERSION_SQL: NamedStatement = { name: 'queen_cycle_at_version', text: 'select queen_streams.cycle_at_version_v1($1::jsonb, $2) as r' };
 
 /** What queen_streams.push_sink_runs_v1 answers: per item, in order. */
 interface SinkAnswer {
@@ -71,7 +73,11 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       producer_sub: producerSub,
     };
     try {
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(CYCLE_SQL, [JSON.stringify([element])]);
+      const elements = JSON.stringify([element]);
+      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(
+        body.version === undefined ? CYCLE_SQL : CYCLE_AT_VERSION_SQL,
+        body.version === undefined ? [elements] : [elements, body.version],
+      );
       return { result: rows[0]!.r[0]!.result, sinkItems };
     } catch (err) {
       const code = (err as { code?: string }).code;

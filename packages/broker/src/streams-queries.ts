@@ -1,12 +1,25 @@
 import type { FastifyInstance } from 'fastify';
-import { QueenError, streamRoutes, type StreamRegisterBody } from '@queen-mq/protocol';
+import { QueenError, streamRoutes, type StreamPlan, type StreamRegisterBody } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { migrationsOnRegister, streamPlanRoutes, pendingMigrations, planAgainst, recordProposal, versionOf } from './streams-plan.js';
 
 interface QueryRow {
   query_id: string;
   name: string;
   config_hash: string;
+  stages: StreamRegisterBody['stages'] | null;
+  version?: string | null;
+}
+
+/** The 409 of a changed chain; `plan` says why stage by stage when both versions named their stages. */
+function configHashMismatch(body: StreamRegisterBody, row: QueryRow, plan?: StreamPlan): QueenError {
+  return new QueenError(
+    'CONFIG_HASH_MISMATCH',
+    // Queen's client shows this text and its tests look for "config_hash mismatch" in it.
+    `config_hash mismatch: stream query "${body.name}" is registered with a different config_hash; pass reset:true to replace it and wipe its state`,
+    { extra: { success: false, query_id: row.query_id, name: row.name, ...(plan ? { plan } : {}) } },
+  );
 }
 
 /**
@@ -18,36 +31,49 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
   const sink = body.sink_queue ?? null;
   return ctx.db.transaction(async (c) => {
     const select = () =>
-      c.query<QueryRow>('select query_id, name, config_hash from queen_streams.queries where name = $1 for update', [body.name]);
+      c.query<QueryRow>('select query_id, name, config_hash, stages, version from queen_streams.queries where name = $1 for update', [body.name]);
+    const version = versionOf(body.stages);
     let row = (await select()).rows[0];
     if (!row) {
       const inserted = await c.query<QueryRow>(
-        `insert into queen_streams.queries (name, source_queue, sink_queue, config_hash) values ($1, $2, $3, $4)
+        `insert into queen_streams.queries (name, source_queue, sink_queue, config_hash, stages, version, state_ttl_seconds) values ($1, $2, $3, $4, $5, $6, $7)
          on conflict (name) do nothing returning query_id, name, config_hash`,
-        [body.name, body.source_queue, sink, body.config_hash],
+        [body.name, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
       );
       if (inserted.rows[0]) {
-        return { success: true as const, query_id: inserted.rows[0].query_id, name: body.name, config_hash: body.config_hash, fresh: true, reset: false };
+        return { success: true as const, query_id: inserted.rows[0].query_id, name: body.name, config_hash: body.config_hash, fresh: true, reset: false, pending_migrations: [], version };
       }
       // A concurrent register of the same name won the insert: treat it as registered.
       row = (await select()).rows[0]!;
     }
+    let plan: StreamPlan | undefined;
     if (body.reset) {
       // Reset wipes ALL state of the query, whatever the hash (fix: a same-hash reset used to keep it).
       await c.query('delete from queen_streams.state where query_id = $1', [row.query_id]);
-    } else if (row.config_hash !== body.config_hash) {
-      throw new QueenError(
-        'CONFIG_HASH_MISMATCH',
-        // Queen's client shows this text and its tests look for "config_hash mismatch" in it.
-        `config_hash mismatch: stream query "${body.name}" is registered with a different config_hash; pass reset:true to replace it and wipe its state`,
-        { extra: { success: false, query_id: row.query_id, name: row.name } },
-      );
+      await c.query('delete from queen_streams.state_migrations where query_id = $1', [row.query_id]);
+    } else if (row.stages && body.stages && row.version !== version) {
+      // Both versions named their stages: compare them stage by stage (issue 33).
+      plan = await planAgainst(c, row.query_id, row.stages, body.stages, body.migrate);
+      const consented = body.upgrade === 'keep-state' || body.migrate.length > 0;
+      if (plan.verdict === 'blocked' || (plan.verdict === 'keep-state' && !consented)) {
+        throw configHashMismatch(body, row, plan);
+      }
+      await migrationsOnRegister(c, row.query_id, version!, plan);
+    } else if (!(row.stages && body.stages) && row.config_hash !== body.config_hash) {
+      throw configHashMismatch(body, row);
     }
     await c.query(
-      'update queen_streams.queries set source_queue = $2, sink_queue = $3, config_hash = $4, updated_at = now() where query_id = $1',
-      [row.query_id, body.source_queue, sink, body.config_hash],
+      `update queen_streams.queries set source_queue = $2, sink_queue = $3, config_hash = $4, stages = $5, version = $6, proposed = null,
+              state_ttl_seconds = $7, updated_at = now()
+        where query_id = $1`,
+      [row.query_id, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
     );
-    return { success: true as const, query_id: row.query_id, name: row.name, config_hash: body.config_hash, fresh: false, reset: body.reset };
+    const pending = version ? await pendingMigrations(c, row.query_id, version) : [];
+    return { success: true as const, query_id: row.query_id, name: row.name, config_hash: body.config_hash, fresh: false, reset: body.reset, ...(plan ? { plan } : {}), pending_migrations: pending, version };
+  }).catch(async (err: unknown) => {
+    // A refused version is kept as the proposed one, for `queen streams plan <query>`.
+    if (err instanceof QueenError && err.code === 'CONFIG_HASH_MISMATCH' && body.stages) await recordProposal(ctx.db, { ...body, stages: body.stages });
+    throw err;
   });
 }
 
@@ -84,4 +110,5 @@ export function streamQueryRoutes(app: FastifyInstance, ctx: BrokerContext): voi
   });
 
   registerRoute(app, streamRoutes.streamsDrop, async ({ body }) => dropQuery(ctx, body.name));
+  streamPlanRoutes(app, ctx);
 }

@@ -266,6 +266,37 @@ describe('queen operator commands', () => {
     expect((await run(['streams', 'drop', name, '--yes'])).code).toBe(3);
   });
 
+  it('streams plan: the last proposed version against the registered one, a table on a terminal and JSON with --json', async () => {
+    const src = uniqueName('cli-plan-src');
+    const name = uniqueName('cli-plan');
+    await pushN(src, 1, 'pa');
+    const stage = (name: string, kind: string, stateful: boolean, feeds: boolean, state: string | null, code: string) =>
+      ({ name, kind, stateful, feeds_state: feeds, state_hash: state, code_hash: code });
+    const v1 = [stage('enrich', 'map', false, true, null, 'c1'), stage('window', 'window:tumbling', true, false, 's60', 'w'), stage('reducer', 'aggregate', true, false, 'r', 'r'), stage('sink', 'sink:queue', false, false, null, 'k')];
+    const reg = await b.http('POST', '/streams/v1/queries', { name, source_queue: src, config_hash: 'h1', stages: v1 });
+    expect(reg.status).toBe(200);
+    const detail = await b.http('GET', `/api/v1/resources/queues/${src}`);
+    await b.http('POST', '/streams/v1/cycle', { query_id: reg.body.query_id, partition_id: detail.body.partitions[0].id, state_ops: [{ type: 'upsert', key: 'w:1', value: { acc: 1 } }], ack: null });
+    expect((await run(['streams', 'plan', name])).code).toBe(3); // nothing proposed yet
+
+    // A wider window, refused at register: it becomes the proposed version.
+    const v2 = [v1[0]!, stage('window', 'window:tumbling', true, false, 's120', 'w'), v1[2]!, v1[3]!];
+    const refused = await b.http('POST', '/streams/v1/queries', { name, source_queue: src, config_hash: 'h2', stages: v2 });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('CONFIG_HASH_MISMATCH');
+    const table = await text(['streams', 'plan', name]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/window\s+window:tumbling\s+state-incompatible\s+1\s+drop/);
+    expect(table.stdout).toContain('verdict: blocked');
+    expect(table.stdout).toContain('blocking: window');
+    const lag = await run(['streams', 'lag', name]);
+    expect(lag.rows).toEqual([expect.objectContaining({ partition: 'pa', cursor: '0', head_offset: '1', lag: 1, state_rows: 1 })]);
+    expect((await text(['streams', 'lag', name])).stdout).toMatch(/pa\s+0\s+1\s+1\s+\d+s/);
+    const json = await run(['streams', 'plan', name, '--json']);
+    expect(json.rows[0]).toMatchObject({ name, registered_config_hash: 'h1', config_hash: 'h2', state_rows: 1, plan: { verdict: 'blocked', blocking: ['window'] } });
+    expect(json.rows[0].plan.stages.map((s: any) => s.change)).toEqual(['unchanged', 'state-incompatible', 'unchanged', 'unchanged']);
+  });
+
   it('kv set, get, list and delete; missing keys exit 3, version conflicts exit 4', async () => {
     const ns = uniqueName('clins');
     const set = await run(['kv', 'set', ns, 'a', '{"n":1}', '--ttl', '3600']);

@@ -10,6 +10,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const allQueries = (queen: Queen) =>
   allPages(async (query) => (await queen.api.streamsList({ query })).queries);
 
+/** What each verdict of a plan asks of the deploy. */
+const VERDICT = {
+  same: 'nothing changed',
+  safe: 'run() resumes as is',
+  'keep-state': "run({ upgrade: 'keep-state' }) resumes with the state rows as they are",
+  blocked: 'needs run({ reset: true }), or a migrateState on every blocking stage',
+} as const;
+
 /** A query by name or query_id; QUERY_NOT_FOUND (exit 3) when neither matches. */
 async function findQuery(queen: Queen, ref: string) {
   const q = (await allQueries(queen)).find((x) => x.name === ref || x.query_id === ref.toLowerCase());
@@ -17,7 +25,7 @@ async function findQuery(queen: Queen, ref: string) {
   return q;
 }
 
-/** `queen streams list|state|drop`. */
+/** `queen streams list|state|plan|drop`. */
 export const streamsCommands: Record<string, CommandSpec> = {
   list: {
     options: {},
@@ -65,6 +73,42 @@ export const streamsCommands: Record<string, CommandSpec> = {
       }
       printRows(io, json, ['partition', 'key', 'version', 'updated_at', 'value'], rows);
       if (truncated) io.stderr.write(`showing the first ${limit} rows (--limit to see more)\n`);
+      return EXIT.OK;
+    },
+  },
+  plan: {
+    options: {},
+    positionals: [1, 1],
+    async run({ io, queen, json, args }) {
+      // The last version proposed for the query (by stream.plan(), or a run() that was refused) against the registered one.
+      const query = await findQuery(queen, args[0]!);
+      const answer = await queen.api.streamsPlanShow({ params: { name: query.name } });
+      if (json) {
+        printObject(io, true, answer);
+        return EXIT.OK;
+      }
+      printRows(io, false, ['stage', 'kind', 'change', 'state_rows', 'state'], answer.plan.stages.map((s) => ({
+        stage: s.name,
+        kind: s.kind,
+        change: s.change,
+        state_rows: s.stateful ? s.state_rows : '',
+        state: s.state_action === 'none' ? '' : s.state_action,
+      })));
+      io.stdout.write(`\nverdict: ${answer.plan.verdict} (${VERDICT[answer.plan.verdict]})\n`);
+      if (answer.plan.blocking.length > 0) io.stdout.write(`blocking: ${answer.plan.blocking.join(', ')}\n`);
+      return EXIT.OK;
+    },
+  },
+  lag: {
+    options: {},
+    positionals: [1, 1],
+    async run({ io, queen, json, args }) {
+      // Catch-up progress (a backfill started with run({ from, maxMessagesPerSecond })): per source partition, the messages
+      // behind the query's cursor and how old the oldest of them is.
+      const query = await findQuery(queen, args[0]!);
+      const rows = await allPages(async (page) => (await queen.api.streamsPartitions({ params: { name: query.name }, query: page })).partitions);
+      const shown = json ? rows : rows.map((p) => ({ ...p, time_lag: p.lag > 0 ? `${Math.round(p.time_lag)}s` : '' }));
+      printRows(io, json, ['partition', 'cursor', 'head_offset', 'lag', 'time_lag', 'leased', 'state_rows'], shown);
       return EXIT.OK;
     },
   },

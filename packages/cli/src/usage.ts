@@ -39,6 +39,8 @@ Operations:
   streams list
   streams state <query> [partition]  state rows (partition name or id; all source partitions if omitted)
       [--prefix p] [--key k]... [--limit n]
+  streams lag <query>                  catch-up progress per source partition: messages behind and their age (--json)
+  streams plan <query>                 the last proposed version against the registered one, per stage (--json)
   streams drop <query> --yes
   kv get <namespace> <key>
   kv set <namespace> <key> <json>  [--ttl s] [--expected-version n]

@@ -5,15 +5,18 @@ import { SEP } from './keys.js';
 import { windowTag } from './window-tag.js';
 
 import type { ResolvedWindowOptions } from './window-options.js';
+import type { StageMeta } from './stage-options.js';
 
 export type { ResolvedWindowOptions } from './window-options.js';
 
-/** One link of an operator chain, in the order it was built. */
-export type ChainStage =
+/** One link of an operator chain, in the order it was built, with its name and code (issue 33). */
+export type ChainStage = (
   | { type: 'pipe'; stage: PipeStage }
   | { type: 'window'; plugin: WindowPlugin; tag: string; options: ResolvedWindowOptions }
   | { type: 'reduce'; reducer: Reducer }
-  | { type: 'sink'; sink: SinkPlugin };
+  | { type: 'sink'; sink: SinkPlugin }
+) &
+  StageMeta;
 
 function describe(stage: ChainStage): string {
   switch (stage.type) {

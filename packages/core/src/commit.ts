@@ -99,6 +99,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       ack: c.ack,
       ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
       ...(!c.ack && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
+      ...(rt.version ? { version: rt.version } : {}),
     }),
   );
   if (res.success) {
@@ -118,6 +119,12 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
   if (res.code === 'VERSION_CONFLICT') return 'conflict';
   // Not a failure: the cycle that reads the pending messages, or a later flush, closes the window.
   if (!c.ack && res.code === 'FLUSH_DEFERRED') return 'deferred';
+  if (res.code === 'QUERY_VERSION_CHANGED') {
+    // Two versions of a query never run at once: this one was superseded, so it stops (the batch returns with its lease).
+    rt.report(cycleFailure(res), { phase: c.ack ? 'cycle' : 'flush', partitionId: c.partitionId });
+    rt.halt();
+    return 'not-committed';
+  }
   if (c.ack && res.code && LEASE_LOST.has(res.code)) {
     rt.events.emit('lease:lost', { partitionId: c.partitionId, leaseId: c.ack.leaseId, code: res.code });
   } else {

@@ -3,6 +3,9 @@ import type { Reducer } from './reducer.js';
 import { chainStructure, type ChainStage, type ResolvedWindowOptions } from './chain.js';
 import { chainError } from './chain-error.js';
 import { configHash } from './config-hash.js';
+import { describeStages } from './stage-descriptors.js';
+import type { MigrateState } from './stage-options.js';
+import type { StreamStage } from '@queen-mq/protocol';
 
 /** A stage that runs per value before a window or gate. */
 export type PreStage = TransformStage | KeyByStage;
@@ -17,6 +20,12 @@ export interface CompiledQuery {
   readonly configHash: string;
   /** The JSON the hash is computed from. */
   readonly structure: Json;
+  /** Every stage with its stable name and hashes, sent on register (issue 33). */
+  readonly stages: readonly StreamStage[];
+  /** The stage given a `migrateState`, if any (one per chain: the query's rows are migrated once). */
+  readonly migration?: { stage: string; migrateState: MigrateState };
+  /** The gate's `stateTtlSeconds`: its key rows expire after that long unwritten (the broker's maintenance pass). */
+  readonly stateTtlSeconds?: number;
   readonly sourceQueue: string;
   /**
    * The one partition of the source this query reads (a pinned source), or
@@ -69,9 +78,15 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
     }
   }
   const structure = chainStructure(chain);
+  const stages = describeStages(chain);
+  const migrating = chain.flatMap((s, i) => (s.migrateState ? [{ stage: stages[i]!.name, migrateState: s.migrateState }] : []));
+  if (migrating.length > 1) throw chainError(`only one stage may have a migrateState (the query's state rows are migrated once): ${migrating.map((m) => m.stage).join(', ')}`);
   return {
     configHash: configHash(structure),
     structure,
+    stages,
+    ...(migrating[0] ? { migration: migrating[0] } : {}),
+    ...(chain.some((s) => s.stateTtlSeconds !== undefined) ? { stateTtlSeconds: chain.find((s) => s.stateTtlSeconds !== undefined)!.stateTtlSeconds } : {}),
     sourceQueue,
     sourcePartition: sourcePartition ?? null,
     sinkQueue: sink?.sinkQueue ?? null,

@@ -32,3 +32,5 @@ export { z, option, parseOptions, optionsMarkdown, type OptionsSchema } from '@q
 export { stepQuery, runOptionsSchema, type RunOptions, type RunHandle, type SteppedRun } from './runner.js';
 export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './runner-context.js';
 export type { RunnerEvents, RunnerEventName } from './events.js';
+export type { StageOptions, MigrateState, MigratedRow } from './stage-options.js';
+export type { PlanOptions, QueryPlan } from './plan.js';

@@ -8,13 +8,13 @@ function requireFunction(name: string, fn: unknown): void {
 /** `map(fn)`: one value in, one value out. */
 export function mapStage<T, U>(fn: (value: T, ctx: OperatorContext) => U): TransformStage {
   requireFunction('map', fn);
-  return { kind: 'map', transform: (value, ctx) => [fn(value, ctx)] };
+  return { kind: 'map', code: fn.toString(), transform: (value, ctx) => [fn(value, ctx)] };
 }
 
 /** `filter(fn)`: keeps the value when fn returns truthy. */
 export function filterStage<T>(fn: (value: T, ctx: OperatorContext) => unknown): TransformStage {
   requireFunction('filter', fn);
-  return { kind: 'filter', transform: (value, ctx) => (fn(value, ctx) ? [value] : []) };
+  return { kind: 'filter', code: fn.toString(), transform: (value, ctx) => (fn(value, ctx) ? [value] : []) };
 }
 
 /** `flatMap(fn)`: fn returns an iterable (array) of values; each becomes an output. */
@@ -22,6 +22,7 @@ export function flatMapStage<T, U>(fn: (value: T, ctx: OperatorContext) => Itera
   requireFunction('flatMap', fn);
   return {
     kind: 'flatMap',
+    code: fn.toString(),
     transform: (value, ctx) => {
       const out = fn(value, ctx);
       if (out === null || out === undefined) return [];
@@ -36,5 +37,5 @@ export function flatMapStage<T, U>(fn: (value: T, ctx: OperatorContext) => Itera
 /** `keyBy(fn)`: the state key becomes String(fn(value)). */
 export function keyByStage<T>(fn: (value: T, ctx: OperatorContext) => string | number): KeyByStage {
   requireFunction('keyBy', fn);
-  return { kind: 'keyBy', key: fn };
+  return { kind: 'keyBy', code: fn.toString(), key: fn };
 }

@@ -187,6 +187,8 @@ export interface TransformStage {
   readonly kind: string;
   /** Structural options of a custom operator; enters the config hash. */
   readonly shape?: Json;
+  /** The source text of the user's function (e.g. a map's): hashed into the stage's code hash, never the config hash. */
+  readonly code?: string;
   /** Returns the values this input becomes: `[]` drops it, several fan out. */
   transform(value: any, ctx: OperatorContext): readonly unknown[];
 }
@@ -194,6 +196,8 @@ export interface TransformStage {
 /** Changes the state key. Must come before a window or a gate. */
 export interface KeyByStage {
   readonly kind: 'keyBy';
+  /** The source text of the user's function (e.g. a map's): hashed into the stage's code hash, never the config hash. */
+  readonly code?: string;
   key(value: any, ctx: OperatorContext): string | number;
 }
 
@@ -231,6 +235,8 @@ export type GateDecision = boolean | { allow: boolean };
 export interface GateStage {
   readonly kind: 'gate';
   readonly shape?: Json;
+  /** The source text of the user's function (e.g. a map's): hashed into the stage's code hash, never the config hash. */
+  readonly code?: string;
   evaluate(value: any, ctx: GateContext): GateDecision | Promise<GateDecision>;
 }
 

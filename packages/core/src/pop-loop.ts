@@ -5,6 +5,7 @@ import type { RunSettings } from './run-options.js';
 import type { SourceMessage } from './source-message.js';
 import { processPartitionBatch, type PartitionBatch } from './cycle.js';
 import { sleep } from './sleep.js';
+import { Pacer } from './pacer.js';
 
 // The runner's pop loop: long-poll the source, split each pop by partition,
 // run one cycle per partition under its partition lock.
@@ -73,6 +74,16 @@ export async function processPop(rt: RunnerContext, queen: Queen, pop: PopRespon
   }
 }
 
+/** What every pop of the query sends besides its size: its group, its partitions, where a new group starts (`from`). */
+export function popOptions(settings: RunSettings): Pick<PopOptions, 'consumerGroup' | 'partitions' | 'subscriptionMode' | 'subscriptionFrom'> {
+  const from = settings.from;
+  return {
+    consumerGroup: settings.consumerGroup,
+    partitions: settings.maxPartitions,
+    ...(from === undefined ? {} : from === 'beginning' ? { subscriptionMode: 'all' as const } : { subscriptionFrom: from }),
+  };
+}
+
 /**
  * Pops until `signal` aborts, then lets the batches in flight finish.
  *
@@ -90,6 +101,7 @@ export async function processPop(rt: RunnerContext, queen: Queen, pop: PopRespon
  */
 export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource, settings: RunSettings, signal: AbortSignal): Promise<void> {
   const inFlight = new Set<Promise<void>>();
+  const pacer = settings.maxMessagesPerSecond === undefined ? undefined : new Pacer(settings.maxMessagesPerSecond);
   let failures = 0;
   try {
     while (!signal.aborted) {
@@ -97,15 +109,16 @@ export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource
         await Promise.race(inFlight);
         continue;
       }
+      if (pacer) await pacer.ready(signal);
+      if (signal.aborted) break;
       let pop: PopResponse | null;
       let receivedAt = 0;
       try {
         pop = await source.pop({
-          batch: settings.batchSize,
+          ...popOptions(settings),
+          batch: pacer ? pacer.batch(settings.batchSize) : settings.batchSize,
           wait: true,
           timeout: settings.maxWaitMillis,
-          consumerGroup: settings.consumerGroup,
-          partitions: settings.maxPartitions,
           signal,
         });
         receivedAt = rt.clock.local();
@@ -118,6 +131,7 @@ export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource
         continue;
       }
       if (!pop || pop.messages.length === 0) continue;
+      pacer?.took(pop.messages.length);
       const done: Promise<void> = processPop(rt, queen, pop, receivedAt).finally(() => inFlight.delete(done));
       inFlight.add(done);
     }

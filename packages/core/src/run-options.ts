@@ -17,6 +17,23 @@ export interface RunOptions {
   maxWaitMillis?: number;
   /** Wipe the query's state and accept a changed chain (the answer to a 409). Default false. */
   reset?: boolean;
+  /**
+   * `'keep-state'`: resume a query whose new version changes what its state
+   * folds (the plan says `keep-state`) with its rows as they are. A
+   * state-incompatible stage still needs `reset` or a `migrateState`.
+   */
+  upgrade?: 'keep-state';
+  /**
+   * Where a NEW query starts reading its source: `'beginning'` (every
+   * retained message), `'now'` (only messages pushed from now on), or an
+   * instant (ISO-8601 string or Date: messages created at or after it).
+   * Recorded with the query's consumer group at its first pop; a query that
+   * already has a cursor carries on from it. Default: the broker's default
+   * for a new group.
+   */
+  from?: 'beginning' | 'now' | string | Date;
+  /** Paces the runner: at most this many messages a second on average (a backfill that must not starve live queries). Default: unpaced. */
+  maxMessagesPerSecond?: number;
   /** Consumer group on the source. Default `streams.<queryId>`. */
   consumerGroup?: string;
   /** Called for every failure; the runner keeps going (a failed batch returns with its lease). */
@@ -49,6 +66,26 @@ export const runOptionsSchema = z.object({
   maxPartitions: int(1, 1000, 4, 'Partitions one pop may claim'),
   maxWaitMillis: int(0, 300000, 1000, 'Long-poll bound of a pop', ' (ms)'),
   reset: option(z.boolean().optional(), { description: "Wipe the query's state and accept a changed chain (the answer to a 409 `CONFIG_HASH_MISMATCH`)", rule: 'must be a boolean', default: 'false' }),
+  upgrade: option(z.enum(['keep-state']).optional(), {
+    description: "`'keep-state'`: resume a new version whose plan says `keep-state` (state-compatible stages) with its state rows as they are; see \"Deploying a new version of a query\"",
+    rule: "must be 'keep-state'",
+    type: "'keep-state'",
+  }),
+  from: option(
+    z.union([z.literal('beginning'), z.literal('now'), z.date(), z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO-8601 instant')]).optional(),
+    {
+      description: "Where a new query starts reading: `'beginning'`, `'now'`, or an instant (messages created at or after it); recorded at the group's first pop, ignored once it has a cursor",
+      rule: "must be 'beginning', 'now', an ISO-8601 instant or a Date",
+      type: "'beginning' | 'now' | ISO string | Date",
+      default: "the broker's default for a new group",
+    },
+  ),
+  maxMessagesPerSecond: option(z.number().positive().max(1_000_000).optional(), {
+    description: 'Paces the runner to at most this many messages a second on average (a backfill beside live queries)',
+    rule: 'must be a number in (0, 1000000]',
+    type: 'number',
+    default: 'unpaced',
+  }),
   consumerGroup: option(z.string().min(1).optional(), { description: 'Consumer group on the source', rule: 'must be a non-empty string', default: '`streams.<queryId>`' }),
   onError: fn<(error: Error, info: ErrorInfo) => void>(
     'Called for every failure; the runner keeps going (a failed batch returns with its lease). `info`: `{phase, partitionId?, offset?}`, phases `register pop state-get window-apply operator gate-eval cycle flush lease-extend`',

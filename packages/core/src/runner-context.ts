@@ -73,6 +73,10 @@ export interface RunnerContext {
   plan: CompiledQuery;
   /** The server's query UUID. */
   queryId: string;
+  /** The registered version this runner commits as (sent on every cycle); null when the broker keeps none. */
+  version: string | null;
+  /** Stops the runner's loops (another version of the query took over). */
+  halt(): void;
   /** The query's name (`options.queryId`). */
   queryName: string;
   consumerGroup: string;

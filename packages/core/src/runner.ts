@@ -5,10 +5,12 @@ import { BrokerClock } from './broker-clock.js';
 import { RunnerEmitter } from './events.js';
 import { PartitionLocks } from './partition-lock.js';
 import { StreamsApi } from './state-api.js';
-import { popLoop, processPop, type PopSource } from './pop-loop.js';
+import { popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from './idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
 import { deadLetterQueueOf } from './emit-dead-letter.js';
+import { migratePartitions } from './state-migration.js';
+import type { RegisterResponse } from './wire.js';
 
 export { runOptionsSchema, type RunOptions } from './run-options.js';
 
@@ -34,16 +36,19 @@ export interface RunHandle extends RunnerEmitter {
  * Registers the query (POST /streams/v1/queries) and answers its UUID. A
  * changed chain without `reset` is a 409, rethrown with the way out.
  */
-async function registerQuery(api: StreamsApi, plan: CompiledQuery, settings: RunSettings): Promise<string> {
+async function registerQuery(api: StreamsApi, plan: CompiledQuery, settings: RunSettings): Promise<RegisterResponse> {
   try {
-    const reg = await api.register({
+    return await api.register({
       name: settings.queryId,
       source_queue: plan.sourceQueue,
       ...(plan.sinkQueue ? { sink_queue: plan.sinkQueue } : {}),
       config_hash: plan.configHash,
       reset: settings.reset,
+      stages: [...plan.stages],
+      ...(settings.upgrade ? { upgrade: settings.upgrade } : {}),
+      migrate: plan.migration ? [plan.migration.stage] : [],
+      state_ttl_seconds: plan.stateTtlSeconds ?? null,
     });
-    return reg.query_id;
   } catch (err) {
     if (err instanceof QueenError && err.code === 'CONFIG_HASH_MISMATCH') {
       throw new QueenError(
@@ -73,11 +78,14 @@ function zeroMetrics(): RunMetrics {
 }
 
 /** What the pop loop, the cycles and the idle flush of one runner share. */
-function createRunnerContext(plan: CompiledQuery, api: StreamsApi, queryUuid: string, settings: RunSettings, stopped: AbortSignal): RunnerContext {
+function createRunnerContext(plan: CompiledQuery, api: StreamsApi, reg: RegisterResponse, settings: RunSettings, stopper: AbortController): RunnerContext {
   const metrics = zeroMetrics();
+  const stopped = stopper.signal;
   return {
     plan,
-    queryId: queryUuid,
+    queryId: reg.query_id,
+    version: reg.version,
+    halt: () => stopper.abort(),
     queryName: settings.queryId,
     consumerGroup: settings.consumerGroup,
     api,
@@ -100,6 +108,26 @@ function createRunnerContext(plan: CompiledQuery, api: StreamsApi, queryUuid: st
       }
     },
   };
+}
+
+/**
+ * Registers the query and, when the registered version left partitions to
+ * migrate, migrates them (or waits for the runner that does) before anything
+ * runs; answers the runner context. Closes the client on failure.
+ */
+async function startRunner(queen: Queen, plan: CompiledQuery, settings: RunSettings): Promise<{ rt: RunnerContext; stopper: AbortController }> {
+  const api = new StreamsApi(queen);
+  const stopper = new AbortController();
+  try {
+    const reg = await registerQuery(api, plan, settings);
+    if (reg.pending_migrations.length > 0 && reg.version) {
+      await migratePartitions({ api, queryId: reg.query_id, version: reg.version, signal: settings.abortSignal ?? stopper.signal }, plan, reg.pending_migrations);
+    }
+    return { rt: createRunnerContext(plan, api, reg, settings, stopper), stopper };
+  } catch (err) {
+    await queen.close();
+    throw err;
+  }
 }
 
 /** A pinned source pops through the partition route: only that partition is ever claimed. */
@@ -145,16 +173,8 @@ function runHandle(rt: RunnerContext, queen: Queen, queryUuid: string, loops: Pr
 export async function runQuery(plan: CompiledQuery, options: RunOptions): Promise<RunHandle> {
   const settings = resolveRunOptions(options);
   const queen = new Queen({ url: settings.url, bearerToken: settings.bearerToken });
-  const api = new StreamsApi(queen);
-  let queryUuid: string;
-  try {
-    queryUuid = await registerQuery(api, plan, settings);
-  } catch (err) {
-    await queen.close();
-    throw err;
-  }
-  const stopper = new AbortController();
-  const rt = createRunnerContext(plan, api, queryUuid, settings, stopper.signal);
+  const { rt, stopper } = await startRunner(queen, plan, settings);
+  const queryUuid = rt.queryId;
   const loops = Promise.all([
     popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal),
     flushLoop(rt, queen, stopper.signal),
@@ -183,16 +203,8 @@ export interface SteppedRun extends RunHandle {
 export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promise<SteppedRun> {
   const settings = resolveRunOptions(options);
   const queen = new Queen({ url: settings.url, bearerToken: settings.bearerToken });
-  const api = new StreamsApi(queen);
-  let queryUuid: string;
-  try {
-    queryUuid = await registerQuery(api, plan, settings);
-  } catch (err) {
-    await queen.close();
-    throw err;
-  }
-  const stopper = new AbortController();
-  const rt = createRunnerContext(plan, api, queryUuid, settings, stopper.signal);
+  const { rt, stopper } = await startRunner(queen, plan, settings);
+  const queryUuid = rt.queryId;
   const source = popSource(queen, plan);
   const flushes = plan.shape === 'window' && (plan.window?.options.idleFlushMs ?? 0) > 0;
   let seeded = false;
@@ -200,7 +212,7 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
     consumerGroup: settings.consumerGroup,
     clock: rt.clock,
     async step(): Promise<number> {
-      const pop = await source.pop({ batch: settings.batchSize, wait: false, consumerGroup: settings.consumerGroup, partitions: settings.maxPartitions });
+      const pop = await source.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
       if (!pop || pop.messages.length === 0) return 0;
       await processPop(rt, queen, pop, rt.clock.local());
       return pop.messages.length;

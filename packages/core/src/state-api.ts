@@ -1,6 +1,6 @@
 import type { Queen } from '@queen-mq/client';
 import type { AckResult } from '@queen-mq/protocol';
-import type { CycleRequest, CycleResponse, RegisterRequest, RegisterResponse, StateGetRequest, StateRow } from './wire.js';
+import type { CycleRequest, CycleResponse, MigrationClaimRequest, MigrationCommitRequest, RegisterRequest, RegisterResponse, StateGetRequest, StateRow } from './wire.js';
 
 const MAX_KEYS_PER_READ = 1000;
 
@@ -15,6 +15,16 @@ export class StreamsApi {
 
   register(body: RegisterRequest): Promise<RegisterResponse> {
     return this.queen.api.streamsRegister({ body, idempotent: !body.reset });
+  }
+
+  /** Claims one partition's state migration (issue 33); answers whether this runner holds it, or it is done. */
+  migrationClaim(body: MigrationClaimRequest): Promise<{ claimed: boolean; done: boolean }> {
+    return this.queen.api.streamsMigrationClaim({ body, idempotent: true });
+  }
+
+  /** Commits a claimed migration; refused MIGRATION_NOT_CLAIMED once done, so a resend applies nothing twice. */
+  migrationCommit(body: MigrationCommitRequest): Promise<{ state_ops_applied: number }> {
+    return this.queen.api.streamsMigrationCommit({ body, idempotent: true });
   }
 
   cycle(body: CycleRequest): Promise<CycleResponse> {

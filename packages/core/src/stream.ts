@@ -7,6 +7,8 @@ import { filterStage, flatMapStage, keyByStage, mapStage } from './operators.js'
 import { chainError } from './chain-error.js';
 import { runQuery, type RunHandle, type RunOptions } from './runner.js';
 import type { SourceMessage } from './source-message.js';
+import { codeOf, stageMeta, type StageOptions } from './stage-options.js';
+import { planQuery, type PlanOptions, type QueryPlan } from './plan.js';
 
 /**
  * Anything with a queue name: the client's `queen.queue(name)` handle fits,
@@ -65,62 +67,84 @@ export class Stream<T = SourceMessage> {
     return new Stream<U>(this.source, [...this.stages, stage]);
   }
 
-  /** Generic operator: map/filter/flatMap/keyBy are built on it, so is the gate. */
-  pipe<U = T>(stage: PipeStage): Stream<U> {
-    return this.append<U>({ type: 'pipe', stage });
+  /**
+   * Generic operator: map/filter/flatMap/keyBy are built on it, so is the
+   * gate. `stage` options: its stable `name`, and `migrateState` for a gate.
+   */
+  pipe<U = T>(stage: PipeStage, options?: StageOptions): Stream<U> {
+    const s = stage as { kind?: unknown; code?: string; transform?: unknown; key?: unknown; evaluate?: unknown; shape?: unknown } | null;
+    const code = s?.code ?? codeOf(s?.transform ?? s?.key ?? s?.evaluate, s?.shape);
+    return this.append<U>({ type: 'pipe', stage, ...stageMeta(`.${String(s?.kind ?? 'pipe')}()`, options, code, s?.kind === 'gate', s?.kind === 'gate') });
   }
 
-  map<U>(fn: (value: T, ctx: OperatorContext) => U): Stream<U> {
+  map<U>(fn: (value: T, ctx: OperatorContext) => U, options?: StageOptions): Stream<U> {
     this.assertOpen('.map()');
-    return this.pipe<U>(mapStage(fn));
+    return this.pipe<U>(mapStage(fn), options);
   }
 
-  filter(fn: (value: T, ctx: OperatorContext) => unknown): Stream<T> {
+  filter(fn: (value: T, ctx: OperatorContext) => unknown, options?: StageOptions): Stream<T> {
     this.assertOpen('.filter()');
-    return this.pipe<T>(filterStage(fn));
+    return this.pipe<T>(filterStage(fn), options);
   }
 
-  flatMap<U>(fn: (value: T, ctx: OperatorContext) => Iterable<U> | null | undefined): Stream<U> {
+  flatMap<U>(fn: (value: T, ctx: OperatorContext) => Iterable<U> | null | undefined, options?: StageOptions): Stream<U> {
     this.assertOpen('.flatMap()');
-    return this.pipe<U>(flatMapStage(fn));
+    return this.pipe<U>(flatMapStage(fn), options);
   }
 
   /** Changes the state key (default: the source partition id). Before the window or gate. */
-  keyBy(fn: (value: T, ctx: OperatorContext) => string | number): Stream<T> {
+  keyBy(fn: (value: T, ctx: OperatorContext) => string | number, options?: StageOptions): Stream<T> {
     this.assertOpen('.keyBy()');
-    return this.pipe<T>(keyByStage(fn));
+    return this.pipe<T>(keyByStage(fn), options);
   }
 
   /** A window of any kind; must be followed by `.reduce()` or `.aggregate()`. */
-  window(plugin: WindowPlugin, options?: WindowOptions<T>): Stream<T> {
+  window(plugin: WindowPlugin, options?: WindowOptions<T>, stage?: StageOptions): Stream<T> {
     this.assertOpen('the window');
     const tag = checkWindowPlugin(plugin);
-    return this.append<T>({ type: 'window', plugin, tag, options: resolveWindowOptions(plugin, options) });
+    const meta = stageMeta('the window', stage, codeOf(options?.eventTime), true);
+    return this.append<T>({ type: 'window', plugin, tag, options: resolveWindowOptions(plugin, options), ...meta });
   }
 
   /**
    * Folds each window with `fn`, starting from a deep copy of `initial` (JSON).
    * `options.merge` combines two accumulators when windows merge (required after a session window).
    */
-  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A>): Stream<ReduceResult<A>> {
+  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A> & StageOptions): Stream<ReduceResult<A>> {
     this.assertOpen('.reduce()');
-    return this.append<ReduceResult<A>>({ type: 'reduce', reducer: reduceReducer(fn, initial, options) });
+    const reducer = reduceReducer(fn, initial, options);
+    const meta = stageMeta('.reduce()', options && { name: options.name, migrateState: options.migrateState }, codeOf(fn, initial, options?.merge), true);
+    return this.append<ReduceResult<A>>({ type: 'reduce', reducer, ...meta });
   }
 
   /** Named aggregates: count, sum, min, max, avg; any other name sums numbers. */
-  aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S): Stream<AggregateResult<S>> {
+  aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S, options?: StageOptions): Stream<AggregateResult<S>> {
     this.assertOpen('.aggregate()');
-    return this.append<AggregateResult<S>>({ type: 'reduce', reducer: aggregateReducer(spec) });
+    const reducer = aggregateReducer(spec);
+    const code = codeOf(...Object.keys(spec).sort().flatMap((k) => [k, spec[k]]));
+    return this.append<AggregateResult<S>>({ type: 'reduce', reducer, ...stageMeta('.aggregate()', options, code, true) });
   }
 
   /** Ends the chain with a sink plugin. Nothing may follow it. */
-  to(sink: SinkPlugin): Stream<T> {
-    return this.append<T>({ type: 'sink', sink });
+  to(sink: SinkPlugin, options?: StageOptions): Stream<T> {
+    const s = sink as Partial<SinkPlugin> | null;
+    return this.append<T>({ type: 'sink', sink, ...stageMeta('.to()', options, codeOf(s?.toPushItems, s?.effect, s?.shape), false) });
   }
 
   /** Validates the whole chain and computes its config hash; no HTTP. */
   compile(): CompiledQuery {
     return compileChain(this.source.name, this.stages, this.source.partitionName);
+  }
+
+  /**
+   * Compares this chain with the registered query's, stage by stage, without
+   * changing anything (it is recorded as the proposed version, which
+   * `queen streams plan <queryId>` shows): unchanged, code-changed,
+   * state-compatible, state-incompatible, added, removed, and the state rows
+   * each keeps or drops.
+   */
+  plan(options: PlanOptions): Promise<QueryPlan> {
+    return planQuery(this.compile(), options);
   }
 
   /** Registers the query and starts the cycle loop in this process. */

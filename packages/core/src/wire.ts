@@ -1,4 +1,4 @@
-import type { cycleAck, cycleBody, cycleResponse, pushItem, stateGetBody, stateOp, stateRow, streamRegisterBody, streamRegisterResponse, z } from '@queen-mq/protocol';
+import type { cycleAck, cycleBody, migrationClaimBody, migrationCommitBody, cycleResponse, pushItem, stateGetBody, stateOp, stateRow, streamRegisterBody, streamRegisterResponse, z } from '@queen-mq/protocol';
 
 /**
  * The streams routes' bodies (PROTOCOL §7) as the runner sends and reads
@@ -19,3 +19,6 @@ export type StateRow = Omit<z.output<typeof stateRow>, 'value' | 'updated_at'> &
 /** POST /streams/v1/queries body and answer (§7.1). */
 export type RegisterRequest = z.input<typeof streamRegisterBody>;
 export type RegisterResponse = z.output<typeof streamRegisterResponse>;
+/** POST /streams/v1/migrations/claim and commit bodies (issue 33). */
+export type MigrationClaimRequest = z.input<typeof migrationClaimBody>;
+export type MigrationCommitRequest = z.input<typeof migrationCommitBody>;

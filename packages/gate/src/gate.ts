@@ -17,5 +17,5 @@ export type GateFn<T = any> = (value: T, ctx: GateContext) => GateDecision | Pro
  */
 export function gate<T = any>(fn: GateFn<T>): GateStage {
   if (typeof fn !== 'function') throw chainError(`.gate() requires a function, got ${fn === null ? 'null' : typeof fn}`);
-  return Object.freeze({ kind: 'gate' as const, evaluate: (value: T, ctx: GateContext) => fn(value, ctx) });
+  return Object.freeze({ kind: 'gate' as const, code: fn.toString(), evaluate: (value: T, ctx: GateContext) => fn(value, ctx) });
 }

@@ -387,7 +387,7 @@ export const transactionResponse = z.object({
 export const maintenanceStatusResponse = z.object({ maintenanceMode: z.boolean(), popMaintenanceMode: z.boolean() });
 export const maintenancePopBody = z.object({ enabled: z.boolean() });
 export const maintenancePopResponse = z.object({ popMaintenanceMode: z.boolean() });
-export const maintenanceTask = z.enum(['retention', 'partitions', 'kv', 'timers']);
+export const maintenanceTask = z.enum(['retention', 'partitions', 'kv', 'timers', 'state']);
 export type MaintenanceTask = z.infer<typeof maintenanceTask>;
 export const maintenanceRunBody = z.object({ tasks: z.array(maintenanceTask).optional() });
 export const maintenanceRunResponse = z.object({
@@ -396,6 +396,8 @@ export const maintenanceRunResponse = z.object({
   partitions: z.object({ deleted: z.number().int(), vetoed: z.number().int() }),
   kv: z.object({ expiredPurged: z.number().int() }),
   timers: z.object({ fired: z.number().int() }),
+  /** Stream state rows deleted because their query's `state_ttl_seconds` passed since they were last written. */
+  state: z.object({ expiredDeleted: z.number().int() }),
 });
 export type MaintenanceRunResult = z.infer<typeof maintenanceRunResponse>;
 

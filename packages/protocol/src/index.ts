@@ -14,6 +14,7 @@ export * from './lease.js';
 export * from './ops.js';
 export * from './admin.js';
 export * from './streams.js';
+export * from './stream-plan.js';
 export * from './kv.js';
 export * from './schedules.js';
 export * from './console.js';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { pushItem, pushResult } from './push.js';
 import type { RouteSpec } from './routes.js';
 import { listPageQuery, name255, queueName, uuid } from './values.js';
+import { streamPlan, streamStages } from './stream-plan.js';
 
 // Streams (PROTOCOL §7): register/list/drop a query, the cycle commit, the
 // state read. Keys are snake_case on the wire (compat).
@@ -29,6 +30,14 @@ export const streamRegisterBody = z.object({
   sink_queue: queueName.nullable().optional(),
   config_hash: z.string().min(1).max(128),
   reset: z.boolean().default(false),
+  /** Extension (issue 33): the chain's stages; with them a changed chain is compared stage by stage instead of refused. */
+  stages: streamStages.optional(),
+  /** Extension: consent to resume with the rows as they are when the plan says `keep-state`. */
+  upgrade: z.enum(['keep-state']).optional(),
+  /** Extension: names of the stages given a `migrateState`: their rows are rewritten once per partition before the new version runs. */
+  migrate: z.array(z.string().min(1).max(200)).max(100).default([]),
+  /** Extension: a key's state row not written for this many seconds is deleted by the maintenance pass (a gate's `stateTtlSeconds`); absent or null: never. */
+  state_ttl_seconds: z.number().int().min(1).max(315_360_000).nullable().optional(),
 });
 export type StreamRegisterBody = z.infer<typeof streamRegisterBody>;
 
@@ -39,7 +48,55 @@ export const streamRegisterResponse = z.object({
   config_hash: z.string(),
   fresh: z.boolean(),
   reset: z.boolean(),
+  /** Extension: the plan the registration applied (absent on a fresh or legacy registration). */
+  plan: streamPlan.optional(),
+  /** Extension: partitions whose state a migration to this config_hash has not rewritten yet (runners migrate them before they run). */
+  pending_migrations: z.array(z.string()).default([]),
+  /** Extension: the registered version (a hash of the stages, code included), sent back on every cycle; null without stages. */
+  version: z.string().nullable().default(null),
 });
+
+/** Plan a new version (issue 33): compare `stages` with the registered query's; nothing is changed. */
+export const streamPlanBody = z.object({
+  name: name255,
+  config_hash: z.string().min(1).max(128),
+  stages: streamStages,
+  migrate: z.array(z.string().min(1).max(200)).max(100).default([]),
+});
+export type StreamPlanBody = z.infer<typeof streamPlanBody>;
+export const streamPlanResponse = z.object({
+  success: z.literal(true),
+  query_id: z.string(),
+  name: z.string(),
+  registered_config_hash: z.string(),
+  config_hash: z.string(),
+  /** The query's live state rows. */
+  state_rows: z.number().int(),
+  plan: streamPlan,
+});
+export const streamPlanParams = z.object({ name: name255 });
+
+/** Claim the migration of one partition's state (issue 33): one runner claims, the others wait until it is done. */
+export const migrationClaimBody = z.object({
+  query_id: uuid,
+  partition_id: uuid,
+  version: z.string().min(1).max(128),
+  claim_id: uuid,
+  /** How long the claim holds before another runner may take it over (a claimer that died). */
+  lease_seconds: z.number().int().min(1).max(3600).default(30),
+});
+export const migrationClaimResponse = z.object({ success: z.literal(true), claimed: z.boolean(), done: z.boolean() });
+
+/** Commit a claimed migration: the rewritten rows, under the partition lock, in one transaction, once. */
+export const migrationCommitBody = z.object({
+  query_id: uuid,
+  partition_id: uuid,
+  version: z.string().min(1).max(128),
+  claim_id: uuid,
+  state_ops: z.array(z.lazy(() => stateOp)).max(100000).default([]),
+});
+export type MigrationCommitBody = z.infer<typeof migrationCommitBody>;
+export const migrationCommitResponse = z.object({ success: z.literal(true), state_ops_applied: z.number().int() });
 
 export const streamQueryInfo = z.object({
   query_id: z.string(),
@@ -108,6 +165,8 @@ export const cycleBody = z.object({
   push_items: z.array(pushItem).max(10000).default([]),
   ack: cycleAck.nullable().default(null),
   release_lease: z.boolean().default(true),
+  /** Extension (issue 33): the runner's version (register's answer); a cycle of another version than the registered one fails QUERY_VERSION_CHANGED. */
+  version: z.string().min(1).max(128).optional(),
   /**
    * Extension. `counts`: answer `push_results: []` and only `push_counts`.
    * A runner pushing 500 outputs a cycle reads none of their 500 results;
@@ -214,6 +273,38 @@ export const streamRoutes = {
     summary: 'Drop a stream query and its state; waits for in-flight cycles',
     body: streamDropBody,
     response: streamDropResponse,
+  }),
+  streamsPlan: route({
+    method: 'POST',
+    url: '/streams/v1/queries/plan',
+    level: 'read-write',
+    summary: 'Compare a new version of a stream query with the registered one, stage by stage; records it as the proposed version',
+    body: streamPlanBody,
+    response: streamPlanResponse,
+  }),
+  streamsPlanShow: route({
+    method: 'GET',
+    url: '/streams/v1/queries/:name/plan',
+    level: 'read-only',
+    summary: 'The plan of the last version proposed for a stream query (by plan, or a run that was refused)',
+    params: streamPlanParams,
+    response: streamPlanResponse,
+  }),
+  streamsMigrationClaim: route({
+    method: 'POST',
+    url: '/streams/v1/migrations/claim',
+    level: 'read-write',
+    summary: "Claim the migration of one partition's state to a new version of a query",
+    body: migrationClaimBody,
+    response: migrationClaimResponse,
+  }),
+  streamsMigrationCommit: route({
+    method: 'POST',
+    url: '/streams/v1/migrations/commit',
+    level: 'read-write',
+    summary: "Commit a claimed migration: the rewritten rows in one transaction under the partition lock, once",
+    body: migrationCommitBody,
+    response: migrationCommitResponse,
   }),
   streamsCycle: route({
     method: 'POST',

@@ -4,6 +4,7 @@ export { Stream } from './stream.js';
 // transaction its `tx.kv`; the broker half (@queen-mq/kv/broker) stays out.
 export { KvClient, kvClient, TransactionKv, type KvSetOptions, type KvIncrOptions, type KvListOptions } from '@queen-mq/kv';
 export type { RunOptions, RunHandle, RunMetrics, OperatorContext, SinkContext, SourceMessage, WindowOptions, WindowPlugin, SinkPlugin, GateStage } from '@queen-mq/core';
+export type { StageOptions, MigrateState, MigratedRow, PlanOptions, QueryPlan } from '@queen-mq/core';
 export { tumbling, type TumblingOptions } from '@queen-mq/window-tumbling';
 export { sliding, type SlidingOptions } from '@queen-mq/window-sliding';
 export { session, type SessionOptions } from '@queen-mq/window-session';

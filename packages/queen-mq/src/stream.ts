@@ -1,4 +1,7 @@
 import {
+  type StageOptions,
+  type PlanOptions,
+  type QueryPlan,
   Stream as CoreStream,
   splitWindowOptions,
   type AggregateResult,
@@ -66,53 +69,53 @@ export class Stream<T = SourceMessage> {
     return new Stream(CoreStream.from<D>(queue));
   }
 
-  pipe<U = T>(stage: PipeStage): Stream<U> {
-    return new Stream(this.core.pipe<U>(stage));
+  pipe<U = T>(stage: PipeStage, options?: StageOptions): Stream<U> {
+    return new Stream(this.core.pipe<U>(stage, options));
   }
 
-  map<U>(fn: (value: T, ctx: OperatorContext) => U): Stream<U> {
-    return new Stream(this.core.map(fn));
+  map<U>(fn: (value: T, ctx: OperatorContext) => U, options?: StageOptions): Stream<U> {
+    return new Stream(this.core.map(fn, options));
   }
 
-  filter(fn: (value: T, ctx: OperatorContext) => unknown): Stream<T> {
-    return new Stream(this.core.filter(fn));
+  filter(fn: (value: T, ctx: OperatorContext) => unknown, options?: StageOptions): Stream<T> {
+    return new Stream(this.core.filter(fn, options));
   }
 
-  flatMap<U>(fn: (value: T, ctx: OperatorContext) => Iterable<U> | null | undefined): Stream<U> {
-    return new Stream(this.core.flatMap(fn));
+  flatMap<U>(fn: (value: T, ctx: OperatorContext) => Iterable<U> | null | undefined, options?: StageOptions): Stream<U> {
+    return new Stream(this.core.flatMap(fn, options));
   }
 
-  keyBy(fn: (value: T, ctx: OperatorContext) => string | number): Stream<T> {
-    return new Stream(this.core.keyBy(fn));
+  keyBy(fn: (value: T, ctx: OperatorContext) => string | number, options?: StageOptions): Stream<T> {
+    return new Stream(this.core.keyBy(fn, options));
   }
 
   /**
    * Any window plugin (generic form). Here `onLate` may also be a queue
    * handle: late events go to that queue as late records (see @queen-mq/core).
    */
-  window(plugin: WindowPlugin, options?: WithLateQueue<WindowOptions<T>>): Stream<T> {
-    return new Stream(this.core.window(plugin, options && lateQueueAsSink<WindowOptions<T>>(options)));
+  window(plugin: WindowPlugin, options?: WithLateQueue<WindowOptions<T>>, stage?: StageOptions): Stream<T> {
+    return new Stream(this.core.window(plugin, options && lateQueueAsSink<WindowOptions<T>>(options), stage));
   }
 
   /** A window factory's sugar: its options checked and split from the window's (an onLate queue made a sink), then `window`. */
-  private windowOf<O extends WindowOptions<T>>(where: string, schema: OptionsSchema, factory: (own: ReturnType<typeof splitWindowOptions<O>>['plugin']) => WindowPlugin, options: WithLateQueue<O>): Stream<T> {
+  private windowOf<O extends WindowOptions<T>>(where: string, schema: OptionsSchema, factory: (own: ReturnType<typeof splitWindowOptions<O>>['plugin']) => WindowPlugin, options: WithLateQueue<O>, stage?: StageOptions): Stream<T> {
     const { plugin, window } = splitWindowOptions(where, schema, lateQueueAsSink<O>(options));
-    return this.window(factory(plugin), window as WindowOptions<T>);
+    return this.window(factory(plugin), window as WindowOptions<T>, stage);
   }
 
   /** Fixed, epoch-aligned buckets of `seconds` (idleFlushMs default 5000). */
-  windowTumbling(options: WithLateQueue<TumblingOptions<T>>): Stream<T> {
-    return this.windowOf<TumblingOptions<T>>('tumbling window', tumblingOptionsSchema, tumbling, options);
+  windowTumbling(options: WithLateQueue<TumblingOptions<T>>, stage?: StageOptions): Stream<T> {
+    return this.windowOf<TumblingOptions<T>>('tumbling window', tumblingOptionsSchema, tumbling, options, stage);
   }
 
   /** Overlapping windows of `size` s hopping every `slide` s (idleFlushMs default 5000). */
-  windowSliding(options: WithLateQueue<SlidingOptions<T>>): Stream<T> {
-    return this.windowOf<SlidingOptions<T>>('sliding window', slidingOptionsSchema, sliding, options);
+  windowSliding(options: WithLateQueue<SlidingOptions<T>>, stage?: StageOptions): Stream<T> {
+    return this.windowOf<SlidingOptions<T>>('sliding window', slidingOptionsSchema, sliding, options, stage);
   }
 
   /** One window per key while events arrive within `gap` s (merging; idleFlushMs default 1000). */
-  windowSession(options: WithLateQueue<SessionOptions<T>>): Stream<T> {
-    return this.windowOf<SessionOptions<T>>('session window', sessionOptionsSchema, session, options);
+  windowSession(options: WithLateQueue<SessionOptions<T>>, stage?: StageOptions): Stream<T> {
+    return this.windowOf<SessionOptions<T>>('session window', sessionOptionsSchema, session, options, stage);
   }
 
   /**
@@ -121,8 +124,8 @@ export class Stream<T = SourceMessage> {
    * zone, `{ expression: '0 9-17 * * MON-FRI', timeZone: 'Europe/Berlin' }`,
    * where each fire time opens a window that lasts until the next one.
    */
-  windowCron(options: WithLateQueue<CronOptions<T>>): Stream<T> {
-    return this.windowOf<CronOptions<T>>('cron window', cronOptionsSchema, cron, options);
+  windowCron(options: WithLateQueue<CronOptions<T>>, stage?: StageOptions): Stream<T> {
+    return this.windowOf<CronOptions<T>>('cron window', cronOptionsSchema, cron, options, stage);
   }
 
   /**
@@ -130,33 +133,38 @@ export class Stream<T = SourceMessage> {
    * the key's row. Allow passes the value on and commits the mutation; deny
    * discards it, acks the allowed prefix and keeps the denied tail leased.
    */
-  gate(fn: GateFn<T>): Stream<T> {
-    return this.pipe<T>(gate(fn));
+  gate(fn: GateFn<T>, options?: StageOptions): Stream<T> {
+    return this.pipe<T>(gate(fn), options);
   }
 
-  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A>): Stream<ReduceResult<A>> {
+  reduce<A>(fn: (acc: A, value: Payload<T>) => A, initial: A, options?: ReduceOptions<A> & StageOptions): Stream<ReduceResult<A>> {
     return new Stream(this.core.reduce(fn, initial, options));
   }
 
-  aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S): Stream<AggregateResult<S>> {
-    return new Stream(this.core.aggregate(spec));
+  aggregate<S extends Record<string, Extractor<Payload<T>>>>(spec: S, options?: StageOptions): Stream<AggregateResult<S>> {
+    return new Stream(this.core.aggregate(spec, options));
   }
 
   /**
    * Sink: a queue handle (exactly-once push inside the cycle; `partition`
    * defaults to the source partition name) or any sink plugin.
    */
-  to(target: QueueRef | SinkPlugin, options?: QueueSinkOptions<Payload<T>>): Stream<T> {
-    return new Stream(this.core.to(isSinkPlugin(target) ? target : queueSink(target, options)));
+  to(target: QueueRef | SinkPlugin, options?: QueueSinkOptions<Payload<T>>, stage?: StageOptions): Stream<T> {
+    return new Stream(this.core.to(isSinkPlugin(target) ? target : queueSink(target, options), stage));
   }
 
   /** Calls `fn` per value, then acks: AT-LEAST-ONCE (see @queen-mq/sinks). */
-  foreach(fn: (value: Payload<T>, ctx: SinkContext) => void | Promise<void>): Stream<T> {
-    return new Stream(this.core.to(foreachSink(fn)));
+  foreach(fn: (value: Payload<T>, ctx: SinkContext) => void | Promise<void>, stage?: StageOptions): Stream<T> {
+    return new Stream(this.core.to(foreachSink(fn), stage));
   }
 
   compile(): CompiledQuery {
     return this.core.compile();
+  }
+
+  /** Compares this chain with the registered query's, stage by stage (see @queen-mq/core, "Deploying a new version of a query"). */
+  plan(options: PlanOptions): Promise<QueryPlan> {
+    return this.core.plan(options);
   }
 
   run(options: RunOptions): Promise<RunHandle> {
