@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freshDatabase, startTestBroker, type TestBroker } from '@queen-mq/testing';
 import { rngOf } from './prng.js';
-import { startFaultProxy, type FaultProxy } from './proxy.js';
+import { startFaultProxy } from './proxy.js';
 import { drawSchedule, type Schedule, type Step } from './schedule.js';
 import { drawVariant, type Variant, type VariantFilter } from './variant.js';
 import type { StoredMessage } from './model.js';

@@ -15,27 +15,6 @@
 -- not applied, so an answer may be yes for messages not yet due (a wake-up
 -- that finds nothing, as before), never no for messages that are due.
 
--- Whether a pop of p_group on the queue (or on its one partition) could
--- claim something now.
-create function queen.log_claimable_any_v1(p_queue_id uuid, p_partition_id uuid, p_group text) returns boolean
-language sql volatile as $$
-  select exists (
-    select 1
-      from queen.partitions p
-      left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
-     where p.queue_id = p_queue_id
-       and (p_partition_id is null or p.id = p_partition_id)
-       and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-       and (c.lease_id is null or c.lease_expires_at <= now()))
-$$;
+-- The functions this migration created or replaced are defined since issue 30
+-- in packages/broker/src/sql/, one file each, applied after the migrations (migrate.ts).
 
--- Which of p_partition_ids a pop of p_group could claim now.
-create function queen.log_claimable_of_v1(p_partition_ids uuid[], p_group text) returns uuid[]
-language sql volatile as $$
-  select coalesce(array_agg(p.id), '{}')
-    from queen.partitions p
-    left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
-   where p.id = any(p_partition_ids)
-     and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-     and (c.lease_id is null or c.lease_expires_at <= now())
-$$;

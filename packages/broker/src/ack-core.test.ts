@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// One ack path (migration 008): the ack route's one-move path, its
-// item-by-item walk and a stream cycle's source ack all lock, fence and move
+// One ack path (migration 008): the ack's one-move path, its item-by-item
+// walk (both in queen.log_ack_v2) and a stream cycle's source ack all lock, fence and move
 // through queen.log_ack_lock_v1, queen.log_ack_fence_v1 and
 // queen.log_ack_move_v1. Here: the fence's verdicts, and that each caller
 // really goes through the shared functions.
@@ -13,6 +13,8 @@ beforeAll(async () => {
 });
 afterAll(async () => b?.stop());
 
+/** An ack as jsonb items, its answer as `r`. */
+const ACK = 'select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null, false)';
 const L = '11111111-1111-4111-8111-111111111111';
 const OTHER = '22222222-2222-4222-8222-222222222222';
 
@@ -28,7 +30,7 @@ async function fence(offset: number, lease: string | null, cursor: number, curLe
 async function callsOf(sql: string, values: unknown[]) {
   const c = await b.sql.connect();
   const count = `select funcname, sum(calls)::int as n from pg_stat_xact_user_functions
-                  where funcname in ('log_ack_lock_v1', 'log_ack_move_v1', 'log_ack_items_v1') group by funcname`;
+                  where funcname in ('log_ack_lock_v1', 'log_ack_move_v1') group by funcname`;
   try {
     await c.query('begin');
     await c.query(`set local track_functions = 'all'`);
@@ -37,7 +39,7 @@ async function callsOf(sql: string, values: unknown[]) {
     const after = Object.fromEntries((await c.query(count)).rows.map((r) => [r.funcname, r.n]));
     await c.query('rollback');
     const delta = (f: string) => (after[f] ?? 0) - (before[f] ?? 0);
-    return { answer: rows[0].r, lock: delta('log_ack_lock_v1'), move: delta('log_ack_move_v1'), walk: delta('log_ack_items_v1') };
+    return { answer: rows[0].r, lock: delta('log_ack_lock_v1'), move: delta('log_ack_move_v1') };
   } finally {
     c.release();
   }
@@ -72,19 +74,20 @@ describe('one ack path', () => {
     const [m1, m2] = popped.messages;
     const item = (m: any, status = 'completed') => ({ idx: 0, transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status });
 
-    const fast = await callsOf('select queen.log_ack_v1($1, $2::jsonb) as r', ['__QUEUE_MODE__', JSON.stringify([item(m1)])]);
-    expect(fast).toMatchObject({ lock: 1, move: 1, walk: 0 });
+    // The one-move path answers the compact form, the walk per-item results.
+    const fast = await callsOf(ACK, ['__QUEUE_MODE__', JSON.stringify([item(m1)])]);
+    expect(fast).toMatchObject({ lock: 1, move: 1 });
     expect(fast.answer.offsets).toEqual(['1']);
 
-    const walked = await callsOf('select queen.log_ack_v1($1, $2::jsonb) as r', ['__QUEUE_MODE__', JSON.stringify([item(m1, 'dlq')])]);
-    expect(walked).toMatchObject({ lock: 1, move: 1, walk: 1 });
+    const walked = await callsOf(ACK, ['__QUEUE_MODE__', JSON.stringify([item(m1, 'dlq')])]);
+    expect(walked).toMatchObject({ lock: 1, move: 1 });
     expect(walked.answer[0]).toMatchObject({ success: true, dlq: true, code: null });
 
     const { body } = await b.http('POST', '/streams/v1/queries', { name: uniqueName('ackcore'), source_queue: q, config_hash: 'h' });
     const cycle = await callsOf('select queen.log_streams_cycle_v1($1::jsonb) as r', [
       JSON.stringify([{ idx: 0, query_id: body.query_id, partition_id: m2.partitionId, ack: { transactionId: m2.transactionId, leaseId: m2.leaseId, count: 2 }, release_lease: false }]),
     ]);
-    expect(cycle).toMatchObject({ lock: 1, move: 1, walk: 0 });
+    expect(cycle).toMatchObject({ lock: 1, move: 1 });
     expect(cycle.answer[0].result).toMatchObject({ success: true, ack_result: { count: 2, offset: '2', lease_released: false } });
   });
 
@@ -92,7 +95,7 @@ describe('one ack path', () => {
     const q = uniqueName('ackcodes');
     await b.http('POST', '/api/v1/push', { items: [{ queue: q, payload: 1 }] });
     const m = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=1`)).body.messages[0];
-    const raw = await b.sql.query('select queen.log_ack_v1($1, $2::jsonb) as r', [
+    const raw = await b.sql.query(ACK, [
       '__QUEUE_MODE__',
       JSON.stringify([{ idx: 0, transactionId: m.transactionId, partitionId: m.partitionId, leaseId: OTHER }]),
     ]);
@@ -106,5 +109,22 @@ describe('one ack path', () => {
     expect((await b.http('POST', '/streams/v1/cycle', element)).body).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: 'Invalid or expired lease' });
     const extend = await b.http('POST', `/api/v1/lease/${OTHER}/extend`, { seconds: 10 });
     expect(extend.body[0]).toMatchObject({ success: false, code: 'LEASE_NOT_FOUND', error: 'Lease not found' });
+  });
+
+  it("a broker of the previous release acks as before through the shims: its run call declines and writes nothing, its jsonb call acks", async () => {
+    const q = uniqueName('ackshim');
+    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 3 }, (_, i) => ({ queue: q, payload: i })) });
+    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=3`)).body.messages as any[];
+    const cursor = async () => (await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q])).rows[0];
+    const before = await cursor();
+    const ran = await b.sql.query('select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[])', [
+      '__QUEUE_MODE__', msgs[0].partitionId, msgs[0].leaseId, msgs.map((m) => m.offset), msgs.map((m) => m.transactionId),
+    ]);
+    expect(ran.rows).toEqual([{ ok: false, released: null, queue_name: null, partition_name: null }]);
+    expect(await cursor()).toEqual(before);
+    const items = msgs.map((m, idx) => ({ idx, transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset }));
+    const acked = await b.sql.query('select queen.log_ack_v1($1, $2::jsonb) as r', ['__QUEUE_MODE__', JSON.stringify(items)]);
+    expect(acked.rows[0].r).toEqual({ offsets: ['1', '2', '3'], released: [false, false, true], names: { [msgs[0].partitionId]: [q, 'Default'] } });
+    expect(await cursor()).toEqual({ c: 3, lease_id: null });
   });
 });

@@ -1,60 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { ackResultsOf, routes, type AckAnswer, type AckItem, type AckResult } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
-import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
-
-/**
- * The SQL of an ack request, parsed once per connection: the ack, then (in
- * the `ask` form) which of the partitions it named a pop of the group could
- * claim now, asked in a snapshot taken after the ack's changes (migration
- * 017). Two statements, not a boolean parameter: a custom plan folds such a
- * CASE away, so the generic plan always looked dearer and PostgreSQL planned
- * the statement again on every call (30-50 µs of an ack's 350-500).
- */
-export const ACK_SQL = {
-  skip: { name: 'queen_ack', text: 'with a as materialized (select queen.log_ack_v1($1, $2::jsonb) as r) select a.r, $3::uuid[] as claimable from a' },
-  ask: {
-    name: 'queen_ack_claimable',
-    text: 'with a as materialized (select queen.log_ack_v1($1, $2::jsonb) as r) select a.r, queen.log_claimable_of_v1($3::uuid[], $1) as claimable from a',
-  },
-} satisfies Record<string, NamedStatement>;
-
-/**
- * The ack of one pop's run (migration 018): its offsets and transaction ids
- * as arrays, no jsonb. The claimable check as in ACK_SQL, only once the run
- * was applied.
- */
-const ACK_RUN = 'with a as materialized (select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[])) select a.ok, a.released, a.queue_name, a.partition_name';
-export const ACK_RUN_SQL = {
-  skip: { name: 'queen_ack_run', text: `${ACK_RUN}, array[$2::uuid] as claimable from a` },
-  ask: { name: 'queen_ack_run_claimable', text: `${ACK_RUN}, case when a.ok then queen.log_claimable_of_v1(array[$2::uuid], $1) else array[$2::uuid] end as claimable from a` },
-} satisfies Record<string, NamedStatement>;
+import { ACK_SQL, ackParams, type AckCall, type AckRow, type AckRun } from './sql/queen.log_ack_v2.js';
 
 /** An offset as PostgreSQL prints a bigint: the answer repeats the item's own. */
 const CANONICAL_OFFSET = /^(0|[1-9][0-9]*)$/;
 
-/** One pop's run, as queen.log_ack_run_v1 takes it. */
-interface AckRun {
-  partitionId: string;
-  leaseId: string | null;
-  offsets: string[];
-  txids: string[];
-}
-
-/** What queen.log_ack_run_v1 answers (`released`: the offset whose move ended the lease). */
-export interface AckRunRow {
-  ok: boolean;
-  released: string | null;
-  queue_name: string;
-  partition_name: string;
-}
-
 /**
- * The items of the ack a consumer sends after a pop, as log_ack_run_v1
- * takes them: one partition, one lease (or none), every item completed and
- * carrying the offset the pop answered. Null for any other ack.
+ * The items of the ack a consumer sends after a pop, as queen.log_ack_v2
+ * takes them as arrays: one partition, one lease (or none), every item
+ * completed and carrying the offset the pop answered. Null for any other ack.
  */
 export function runOf(items: AckItem[]): AckRun | null {
   const { partitionId, leaseId } = items[0]!;
@@ -69,28 +26,17 @@ export function runOf(items: AckItem[]): AckRun | null {
   return { partitionId, leaseId: leaseId ?? null, offsets, txids };
 }
 
-/** An applied run's answer in log_ack_v1's compact form (every item succeeded). */
-export function runAnswerOf(run: AckRun, row: AckRunRow): AckAnswer {
-  return { offsets: run.offsets, released: run.offsets.map((o) => o === row.released), names: { [run.partitionId]: [row.queue_name, row.partition_name] } };
+/** An applied run's answer in the compact form (every item succeeded). */
+export function runAnswerOf(run: AckRun, row: Pick<AckRow, 'released' | 'queue_name' | 'partition_name'>): AckAnswer {
+  return { offsets: run.offsets, released: run.offsets.map((o) => o === row.released), names: { [run.partitionId]: [row.queue_name!, row.partition_name!] } };
 }
 
 /**
- * A pop's run acked by log_ack_run_v1; null when the function found
- * something for log_ack_v1 to answer item by item (it then changed nothing).
- */
-async function ackRun(ctx: BrokerContext, group: string, items: AckItem[], askClaimable: boolean): Promise<{ answer: AckAnswer; claimable: string[] } | null> {
-  const run = runOf(items);
-  if (!run) return null;
-  const { rows } = await ctx.db.query<AckRunRow & { claimable: string[] }>(askClaimable ? ACK_RUN_SQL.ask : ACK_RUN_SQL.skip, [group, run.partitionId, run.leaseId, run.offsets, run.txids]);
-  const row = rows[0]!;
-  return row.ok ? { answer: runAnswerOf(run, row), claimable: row.claimable } : null;
-}
-
-/**
- * Applies acks in one transaction: a pop's run through
- * queen.log_ack_run_v1, anything else (or a run it declines) through
- * queen.log_ack_v1: items grouped by (partition, group) in ascending offset
- * order, one item's failure never undoing another's; results in input order.
+ * Applies acks in one statement of queen.log_ack_v2 (one transaction): a
+ * pop's run as arrays, anything else as jsonb; whatever the function's
+ * cheaper paths do not take, its walk answers item by item, grouped by
+ * (partition, group) in ascending offset order, one item's failure never
+ * undoing another's. Results in input order.
  */
 async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Promise<AckResult[]> {
   const room = ctx.notifier.room;
@@ -98,13 +44,11 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   // Asked only while some pop is parked on this broker: without one, no
   // wake-up can be saved, and PostgreSQL's time can.
   const askClaimable = room.parked > 0;
-  let acked = await ackRun(ctx, group, items, askClaimable);
-  if (!acked) {
-    const payload = items.map((item, idx) => ({ idx, ...item }));
-    const partitionIds = [...new Set(items.map((i) => i.partitionId))];
-    const { rows } = await ctx.db.query<{ r: AckAnswer; claimable: string[] }>(askClaimable ? ACK_SQL.ask : ACK_SQL.skip, [group, JSON.stringify(payload), partitionIds]);
-    acked = { answer: rows[0]!.r, claimable: rows[0]!.claimable };
-  }
+  const run = runOf(items);
+  const call: AckCall = run ? { run } : { items: items.map((item, idx) => ({ idx, ...item })), partitionIds: [...new Set(items.map((i) => i.partitionId))] };
+  const { rows } = await ctx.db.query<AckRow>(askClaimable ? ACK_SQL.ask : ACK_SQL.skip, ackParams(group, call));
+  const row = rows[0]!;
+  const acked = { answer: row.answer ?? runAnswerOf(run!, row), claimable: row.claimable };
   const results = ackResultsOf(items, acked.answer);
   countAcks(ctx, items, results);
   // A released lease can make its partition poppable again for this group:

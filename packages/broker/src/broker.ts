@@ -95,7 +95,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     startedAt: Date.now(),
     version: VERSION,
     encryption: createEncryptionState(config.encryptionKey),
-    features: { transaction: {}, maintenance: {} },
+    hooks: { maintenance: {} },
     timers: { heldWarned: false },
     // Replaced by the schedule firer when it starts.
     schedules: { wake: () => undefined },

@@ -33,9 +33,9 @@ describe('BrokerContext', () => {
 
   it('a feature composed into one broker is not seen by another', async () => {
     let runs = 0;
-    setMaintenanceTask(a.ctx, 'kv', async () => ++runs);
-    expect(a.ctx.features.maintenance.kv).toBeDefined();
-    expect(b.ctx.features.maintenance.kv).toBeUndefined();
+    setMaintenanceTask(a.ctx, 'kv', async () => ({ expiredPurged: ++runs }));
+    expect(a.ctx.hooks.maintenance.kv).toBeDefined();
+    expect(b.ctx.hooks.maintenance.kv).toBeUndefined();
     const onA = await a.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });
     expect(onA.body.kv).toEqual({ expiredPurged: 1 });
     const onB = await b.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });

@@ -5,8 +5,8 @@ import type { EncryptionState } from './encryption.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { PushNotifier } from './notifier.js';
 import type { PartitionDirectory } from './partitions.js';
-import type { MaintenanceTaskRunner } from './retention.js';
-import type { TransactionExtension } from './transaction.js';
+import type { HookedMaintenanceTask, MaintenanceTaskRunner } from './retention.js';
+import type { TransactionKv } from './transaction.js';
 
 /**
  * What every route and service of one broker process shares. All per-broker
@@ -28,18 +28,18 @@ export interface BrokerContext {
   metrics: BrokerMetrics;
   /** This broker's encryption key (if any) and its cache of queue `encryptionEnabled` flags. */
   encryption: EncryptionState;
-  /** What feature plugins composed in (setTransactionExtension, setMaintenanceTask). */
-  features: BrokerFeatures;
+  /** The broker's extension points, as what is composed into it fills them in (setTransactionKv, setMaintenanceTask). */
+  hooks: BrokerHooks;
   /** The timer firer's own state. */
   timers: { heldWarned: boolean };
   /** The schedule firer: `wake()` ends its sleep (a schedule was created or replaced here). */
   schedules: { wake(): void };
 }
 
-/** The hooks feature plugins (the KV, the timer service) fill in when composed into a broker. */
-interface BrokerFeatures {
-  /** The `kv` array of a transaction; absent = refused with VALIDATION_FAILED. */
-  transaction: TransactionExtension;
-  /** Maintenance tasks run after the broker's own (the KV's expiry purge, the timer catch-up). */
-  maintenance: Partial<Record<'kv' | 'timers', MaintenanceTaskRunner>>;
+/** The broker's extension points, named by what they do; plugins and services fill them in. */
+interface BrokerHooks {
+  /** Applies the `kv` array of a transaction (PROTOCOL §5.7); absent = such a transaction is refused with VALIDATION_FAILED. */
+  transactionKv?: TransactionKv;
+  /** Maintenance tasks run after the broker's own retention and partition cleanup, by their protocol name. */
+  maintenance: { [T in HookedMaintenanceTask]?: MaintenanceTaskRunner<T> };
 }

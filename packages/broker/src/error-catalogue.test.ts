@@ -6,15 +6,15 @@ import { errorCatalogue, errorMessage, isErrorCode, QueenError } from '@queen-mq
 
 // The catalogue in @queen-mq/protocol is the one source of codes, statuses
 // and texts: the generated reference documents every code, and every code
-// the SQL of any migration answers or raises is one of them.
+// the SQL (migrations and function files) answers or raises is one of them.
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const migrationDirs = ['packages/broker/migrations', 'packages/kv/migrations'];
+const sqlDirs = ['packages/broker/migrations', 'packages/kv/migrations', 'packages/broker/src/sql', 'packages/kv/src/sql'];
 
-/** Catalogue-shaped codes quoted anywhere in the migrations: 'CODE' in SQL, "CODE" inside JSON literals. */
+/** Catalogue-shaped codes quoted anywhere in the SQL: 'CODE' in SQL, "CODE" inside JSON literals. */
 function sqlCodes(): Map<string, string[]> {
   const found = new Map<string, string[]>();
-  for (const dir of migrationDirs) {
+  for (const dir of sqlDirs) {
     for (const name of readdirSync(join(root, dir)).filter((f) => f.endsWith('.sql'))) {
       const text = readFileSync(join(root, dir, name), 'utf8');
       for (const m of text.matchAll(/['"]([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)['"]/g)) {
@@ -34,7 +34,7 @@ describe('the error catalogue', () => {
     expect(undocumented).toEqual([]);
   });
 
-  it('holds every code the SQL of the migrations answers or raises', () => {
+  it('holds every code the SQL answers or raises', () => {
     const codes = sqlCodes();
     // The scan sees the codes we know SQL answers: it cannot pass by finding nothing.
     expect([...codes.keys()]).toEqual(expect.arrayContaining(['LEASE_EXPIRED', 'VERSION_CONFLICT', 'ACK_COUNT_MISMATCH', 'KV_MAX_EXCEEDED', 'ACK_BLOCKED']));

@@ -1,17 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { ACK_RUN_SQL, ACK_SQL } from './ack.js';
-import { POP_SQL } from './pop.js';
-import { PUSH_RUN_SQL } from './push.js';
+import { PUSH_RUN_SQL } from './sql/queen.log_append_v1.js';
+import { ACK_SQL, ackParams } from './sql/queen.log_ack_v2.js';
+import { POP_SQL } from './sql/queen.log_pop_v3.js';
 
 // Round trips of the hot paths: which named statements a push, a consumer's
 // pop and ack send to PostgreSQL. A push to one partition is one call of the
 // allocator, queen.log_append_v1; one over several partitions goes through
-// queen.log_push_many_v1. A pop's ack as our client sends it is one call of
-// queen.log_ack_run_v1 (migration 018), and only a request it declines goes
-// on to log_ack_v1; an untraced pop is one statement, and only a pop that
-// claimed traced messages reads their traceparents in a second.
+// queen.log_push_many_v1. An ack is one call of queen.log_ack_v2, a pop's
+// run that its cheapest check declines included (issue 30: it used to come
+// back for a second statement); an untraced pop is one statement, and only a
+// pop that claimed traced messages reads their traceparents in a second.
 
 let b: TestBroker;
 /** The named statements sent since the last test began, in order. */
@@ -47,21 +47,21 @@ describe('hot-path statements', () => {
     expect(stored.rows).toEqual([{ name: 'other', o: 1, payload: 5 }, { name: 'p', o: 1, payload: 1 }, { name: 'p', o: 2, payload: 2 }, { name: 'p', o: 3, payload: 4 }]);
   });
 
-  it("a pop's ack as our client sends it is one statement of log_ack_run_v1; its repeat is answered by log_ack_v1", async () => {
+  it("a pop's ack as our client sends it is one statement; so is its repeat, which the run check declines", async () => {
     const q = uniqueName('stmt-ack');
     await push(q, Array.from({ length: 10 }, (_, i) => ({ payload: i })));
     const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=10`)).body.messages as any[];
     const ack = { acknowledgments: msgs.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset })) };
     statements.length = 0;
     const first = await b.http('POST', '/api/v1/ack/batch', ack);
-    expect(statements).toEqual(['queen_ack_run']);
+    expect(statements).toEqual(['queen_ack']);
     expect(first.body).toEqual(msgs.map((m, index) => ({
       index, transactionId: m.transactionId, success: true, error: null, code: null, queueName: q, partitionName: 'p',
       leaseReleased: index === 9, dlq: false, offset: m.offset, alreadyAcked: false,
     })));
     statements.length = 0;
     const again = await b.http('POST', '/api/v1/ack/batch', ack);
-    expect(statements).toEqual(['queen_ack_run', 'queen_ack']);
+    expect(statements).toEqual(['queen_ack']);
     expect(again.body.map((r: any) => [r.success, r.alreadyAcked])).toEqual(msgs.map(() => [true, true]));
     const cur = await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q]);
     expect(cur.rows).toEqual([{ c: 10, lease_id: null }]);
@@ -92,10 +92,10 @@ describe('hot-path statements', () => {
       [PUSH_RUN_SQL, [partitionId, JSON.stringify([{ payload: 2 }]), null]],
       [POP_SQL, [q, null, '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, false]],
       [POP_SQL, [q, 'p', '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, true]],
-      [ACK_RUN_SQL.skip, ['__QUEUE_MODE__', partitionId, null, [1], ['no-such-id']]],
-      [ACK_RUN_SQL.ask, ['__QUEUE_MODE__', partitionId, null, [1], ['no-such-id']]],
-      [ACK_SQL.skip, ['__QUEUE_MODE__', '[]', [partitionId]]],
-      [ACK_SQL.ask, ['__QUEUE_MODE__', '[]', [partitionId]]],
+      [ACK_SQL.skip, ackParams('__QUEUE_MODE__', { run: { partitionId, leaseId: null, offsets: ['1'], txids: ['no-such-id'] } })],
+      [ACK_SQL.ask, ackParams('__QUEUE_MODE__', { run: { partitionId, leaseId: null, offsets: ['1'], txids: ['no-such-id'] } })],
+      [ACK_SQL.skip, ackParams('__QUEUE_MODE__', { items: [{ idx: 0, transactionId: 'no-such-id', partitionId }], partitionIds: [partitionId] })],
+      [ACK_SQL.ask, ackParams('__QUEUE_MODE__', { items: [{ idx: 0, transactionId: 'no-such-id', partitionId }], partitionIds: [partitionId] })],
     ];
     const c = await b.sql.connect();
     try {

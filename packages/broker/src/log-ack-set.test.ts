@@ -1,16 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { ackResultsOf } from '@queen-mq/protocol';
-import { runAnswerOf, runOf, type AckRunRow } from './ack.js';
+import { runAnswerOf, runOf } from './ack.js';
+import { ACK_SQL, ackParams, type AckCall, type AckRow } from './sql/queen.log_ack_v2.js';
 
-// queen.log_ack_v1 answers the common request (every item completed, inside
-// its lease) with one cursor move per partition, and hands everything else to
-// the item-by-item walk (queen.log_ack_items_v1). Both must agree to the
-// letter: here random requests run through each, from the same state, in
-// transactions rolled back, and the answers (the compact one expanded as the
-// broker does) and cursor rows are compared. The ack of one pop's run
-// (queen.log_ack_run_v1, migration 018) must agree with them too when it
-// applies a request, and change nothing when it declines one.
+// queen.log_ack_v2 answers the common request (every item completed, inside
+// its lease) with one cursor move per partition, and falls through to its
+// item-by-item walk for everything else (p_walk takes a request straight
+// there). Both must agree to the letter: here random requests run through
+// each, from the same state, in transactions rolled back, and the answers
+// (the compact one expanded as the broker does) and cursor rows are
+// compared. The ack of one pop's run (the function's arrays) must agree with
+// them too, whether its run check applies the request or falls through.
 
 let b: TestBroker;
 beforeAll(async () => {
@@ -24,42 +25,41 @@ function rng(seed: number) {
   return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
 }
 
-const walks = `select coalesce(sum(calls), 0)::int as n from pg_stat_xact_user_functions where funcname = 'log_ack_items_v1'`;
+const cursorRows = (c: { query: typeof b.sql.query }, group: string) =>
+  c.query(`select partition_id, cursor_offset, lease_id, lease_last_offset, lease_expires_at is null as no_expiry
+             from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
 
-async function run(fn: string, group: string, items: { transactionId: string; partitionId: string }[]) {
+/**
+ * `items` acked by queen.log_ack_v2 as jsonb (straight to the walk with
+ * `walk`), rolled back: the answer expanded, the cursors after it, and
+ * whether the walk answered (per-item results, not the compact form).
+ */
+async function run(walk: boolean, group: string, items: { transactionId: string; partitionId: string }[]) {
   const c = await b.sql.connect();
   try {
     await c.query('begin');
-    await c.query(`set local track_functions = 'pl'`);
-    // Counts still pending from earlier transactions of this session show up
-    // in the xact view too (stats flush at most once a second): take a delta.
-    const before = await c.query(walks);
-    const r = await c.query(`select queen.${fn}($1, $2::jsonb) as r`, [group, JSON.stringify(items)]);
+    const r = await c.query('select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null, $3)', [group, JSON.stringify(items), walk]);
     const cursors = await cursorRows(c, group);
-    const after = await c.query(walks);
     await c.query('rollback');
-    return { answer: ackResultsOf(items, r.rows[0].r), cursors: cursors.rows, walked: after.rows[0].n > before.rows[0].n };
+    return { answer: ackResultsOf(items, r.rows[0].r), cursors: cursors.rows, walked: Array.isArray(r.rows[0].r) };
   } finally {
     c.release();
   }
 }
 
-const cursorRows = (c: { query: typeof b.sql.query }, group: string) =>
-  c.query(`select partition_id, cursor_offset, lease_id, lease_last_offset, lease_expires_at is null as no_expiry
-             from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
-
-/** The run ack of `items` as the broker sends it, rolled back: its answer expanded, the cursors after it; null when the broker would not send it. */
+/** The run ack of `items` as the broker sends it, rolled back: its answer expanded, the cursors after it, whether the run check applied it; null when the broker would not send it as a run. */
 async function runAck(group: string, items: any[]) {
   const run = runOf(items);
   if (!run) return null;
   const c = await b.sql.connect();
   try {
     await c.query('begin');
-    const r = await c.query<AckRunRow>('select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[])', [group, run.partitionId, run.leaseId, run.offsets, run.txids]);
+    const call: AckCall = { run };
+    const r = await c.query<AckRow>(ACK_SQL.skip.text, ackParams(group, call));
     const cursors = await cursorRows(c, group);
     await c.query('rollback');
     const row = r.rows[0]!;
-    return { ok: row.ok, answer: row.ok ? ackResultsOf(items, runAnswerOf(run, row)) : null, cursors: cursors.rows };
+    return { applied: row.answer === null, answer: ackResultsOf(items, row.answer ?? runAnswerOf(run, row)), cursors: cursors.rows };
   } finally {
     c.release();
   }
@@ -90,7 +90,6 @@ describe('ack: one cursor move per partition', () => {
     let onePops = 0;
     let runApplied = 0;
     let runDeclined = 0;
-    const untouched = (await cursorRows(b.sql, '__QUEUE_MODE__')).rows;
     for (let round = 0; round < 90; round++) {
       const n = 1 + Math.floor(random() * 14);
       // Half the requests are what consumers send (distinct messages inside
@@ -128,18 +127,17 @@ describe('ack: one cursor move per partition', () => {
       });
       // And now and then a run names one of its messages twice.
       if (onePop && random() < 0.2) items.push({ ...items[0]!, idx: items.length });
-      const set = await run('log_ack_v1', '__QUEUE_MODE__', items);
-      const walk = await run('log_ack_items_v1', '__QUEUE_MODE__', items);
+      const set = await run(false, '__QUEUE_MODE__', items);
+      const walk = await run(true, '__QUEUE_MODE__', items);
+      expect(walk.walked).toBe(true);
       expect(set.answer, JSON.stringify(items)).toEqual(walk.answer);
       expect(set.cursors, JSON.stringify(items)).toEqual(walk.cursors);
       const ran = await runAck('__QUEUE_MODE__', items);
-      if (ran?.ok) {
-        runApplied++;
+      if (ran) {
+        if (ran.applied) runApplied++;
+        else runDeclined++;
         expect(ran.answer, JSON.stringify(items)).toEqual(walk.answer);
         expect(ran.cursors, JSON.stringify(items)).toEqual(walk.cursors);
-      } else if (ran) {
-        runDeclined++;
-        expect(ran.cursors, JSON.stringify(items)).toEqual(untouched);
       }
       if (set.walked) walked++;
       else {

@@ -58,4 +58,21 @@ describe('migration checksums', () => {
     const { rows } = await b.sql.query('select count(*)::int as n from queen.migrations where owner = $1 and checksum is not null', [source.owner]);
     expect(rows[0].n).toBe(3);
   });
+
+  it('takes a rewritten migration as applied when REWRITTEN lists the checksum it was applied with, and only that one', async () => {
+    const was = 'create table public.checksum_rw (id int);\ncreate function public.checksum_rw_f() returns int language sql as $$ select 1 $$;\n';
+    const now = 'create table public.checksum_rw (id int);\n';
+    await writeFile(join(dir, '004_rw.sql'), was);
+    expect(await migrate(b.sql, [source])).toEqual(['checksum-test/004_rw.sql']);
+    await writeFile(join(dir, '004_rw.sql'), now);
+    await expect(migrate(b.sql, [source])).rejects.toBeInstanceOf(MigrationChangedError);
+    await writeFile(join(dir, 'REWRITTEN'), `# why\n${checksumOf(was)}  004_rw.sql\n`);
+    expect(await migrate(b.sql, [source])).toEqual([]);
+    const { rows } = await b.sql.query('select checksum from queen.migrations where owner = $1 and name = $2', [source.owner, '004_rw.sql']);
+    expect(rows[0].checksum).toBe(checksumOf(now));
+    // Another edit is a change like any other.
+    await writeFile(join(dir, '004_rw.sql'), now + '-- again\n');
+    await expect(migrate(b.sql, [source])).rejects.toBeInstanceOf(MigrationChangedError);
+    await writeFile(join(dir, '004_rw.sql'), now);
+  });
 });

@@ -2,27 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { popQuery, routes, type PopQuery } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
-import type { NamedStatement } from './database.js';
 import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from './http.js';
-
-/** One claimed message as the pop statement answers it. */
-interface PopRow {
-  partition_id: string;
-  partition_name: string;
-  msg_offset: string;
-  id: string;
-  transaction_id: string;
-  trace_id: string | null;
-  /** Only read for messages with a trace_id (TRACEPARENTS_SQL). */
-  traceparent: string | null;
-  /** The stored payload's JSON text (null for an encrypted one). */
-  payload: string | null;
-  encrypted: Buffer | null;
-  producer_sub: string | null;
-  created_at: string;
-  retry_count: number;
-}
+import { POP_SQL, type PopAnswerRow, type PopRow } from './sql/queen.log_pop_v3.js';
+import { TRACEPARENTS_SQL, type TraceparentRow } from './sql/queen.message_traceparents_v1.js';
 
 /** A pop's answer: the body as JSON text, and how many messages it carries. */
 type PopOutcome = { kind: 'messages'; body: string; count: number; more: boolean } | { kind: 'empty' } | { kind: 'paused' } | { kind: 'dead-lettered' };
@@ -33,66 +16,6 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
   if (q.subscriptionMode === 'all') return { mode: 'all', start: null };
   return ctx.config.defaultSubscriptionMode === 'new' ? { mode: 'new', start: 'now' } : { mode: 'all', start: null };
 }
-
-/**
- * One row of the pop statement: whether pops are paused (the same on every
- * row), and one row of queen.log_pop_v3: a claimed message, or its trailing
- * row counting expired leases it released (all message fields null). A pop
- * that claimed nothing answers one row with every log_pop_v3 field null.
- */
-interface PopAnswerRow extends PopRow {
-  paused: boolean;
-  lease_expired: number | null;
-  /** Whether a pop of the same line could claim something after this one (queen.log_claimable_any_v1); on message rows, when asked. */
-  more: boolean | null;
-  /** The row's place in log_pop_v3's answer (its order: partitions as claimed, offsets ascending). */
-  n: string | null;
-}
-
-/**
- * The pop statement, parsed once per connection (the hot path of every
- * consumer): the queue/partition lookup, the pause flag and
- * queen.log_pop_v3 in one round trip, with nothing computed around the
- * claim that the broker can count itself (the messages, their partitions,
- * the expired leases). A CTE chain that counted them in SQL, sorted the
- * rows back into order and read traceparents for traced messages cost
- * about 0.2 ms of a 1.0 ms 100-message pop (p25 of 150 on one connection).
- * The payload comes as its JSON text, written into the answer as it is
- * (renderMessages): receiving the rows and writing the JSON costs the broker
- * about 3 µs a message, against about 5 µs of PostgreSQL for the ~30 text
- * concatenations of writing it in SQL. Traceparents are read by a second
- * statement, only for pops that claimed traced messages (TRACEPARENTS_SQL).
- */
-export const POP_SQL: NamedStatement = {
-  name: 'queen_pop',
-  text: `with f as (select coalesce((select (value)::text::boolean from queen.flags where name = 'pop_paused'), false) as paused),
-       t as (select queue_id, partition_id from queen.pop_target_v1($1, $2))
-       select f.paused, r.partition_id, r.partition_name, r.msg_offset, r.id, r.transaction_id, r.trace_id, null::text as traceparent,
-              r.payload::text as payload, r.encrypted, r.producer_sub, r.created_at, r.retry_count, r.lease_expired, r.ordinality as n,
-              -- Asked ($11) only when a pop of the line is parked. An
-              -- uncorrelated subquery runs once, when first needed: at the
-              -- first message row, after log_pop_v3 (a plpgsql function,
-              -- run to its end before its first row comes out) has claimed.
-              -- Its query has a snapshot of its own (migration 017): this
-              -- statement's would still show the partitions just claimed as free.
-              case when $11::boolean and r.msg_offset is not null
-                   then (select queen.log_claimable_any_v1(t.queue_id, t.partition_id, $3) from t) end as more
-         from f cross join t
-         left join lateral queen.log_pop_v3(
-              case when not f.paused and ($2::text is null or t.partition_id is not null) then t.queue_id end,
-              t.partition_id, $3, $4, $5, $6, $7, $8,
-              case when $9::text = 'now' then now() else $9::timestamptz end, $10) with ordinality r on true`,
-};
-
-/**
- * The W3C trace context of claimed messages that carry a traceId (tracing
- * clients set both; migration 010), read after the pop committed: log_pop_v3
- * does not return it, and an untraced pop never asks.
- */
-const TRACEPARENTS_SQL: NamedStatement = {
-  name: 'queen_pop_traceparents',
-  text: 'select partition_id, msg_offset::text as msg_offset, traceparent from queen.message_traceparents_v1($1::uuid[], $2::bigint[])',
-};
 
 /**
  * The claimed messages of a pop statement's rows, in log_pop_v3's order,
@@ -114,7 +37,7 @@ async function claimedOf(ctx: BrokerContext, rows: PopAnswerRow[]): Promise<{ me
   if (!ordered) messages.sort((a, b) => Number(a.n) - Number(b.n));
   if (traced) {
     const mine = messages.filter((m) => m.trace_id !== null);
-    const { rows: found } = await ctx.db.query<{ partition_id: string; msg_offset: string; traceparent: string | null }>(
+    const { rows: found } = await ctx.db.query<TraceparentRow>(
       TRACEPARENTS_SQL,
       [mine.map((m) => m.partition_id), mine.map((m) => m.msg_offset)],
     );

@@ -5,40 +5,8 @@ import type { NamedStatement } from './database.js';
 import { encryptedQueues, encryptPayload, queueMaxSizes } from './encryption.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
-
-/** One row of queen.log_push_many_v1, in input order (the offset as text: pg reads int8 so). */
-export interface AllocatorResult {
-  status: 'queued' | 'duplicate';
-  message_id: string;
-  offset: string;
-}
-
-/** The SQL of a whole push: one statement, one row per item in input order. */
-const PUSH_MANY_SQL: NamedStatement = { name: 'queen_push_many', text: 'select * from queen.log_push_many_v1($1::jsonb, $2)' };
-
-/**
- * A push to one partition (every push of our client and of Queen's) goes
- * straight to the allocator, queen.log_append_v1, as that partition's run:
- * log_push_many_v1 would only find that out by checking every item's
- * partition_id, which is then written, sent and parsed once per item for
- * nothing. log_append_v1 locks the partition itself.
- */
-export const PUSH_RUN_SQL: NamedStatement = {
-  name: 'queen_push_run',
-  text: 'select r_status as status, r_message_id as message_id, r_offset as "offset" from queen.log_append_v1($1, $2::jsonb, $3) order by r_ord',
-};
-
-/** A push item in the allocator's shape (queen.log_append_v1). */
-export interface AllocatorItem {
-  partition_id: string;
-  payload?: unknown;
-  /** Base64 ciphertext of an encryptionEnabled queue's payload (stored with payload null). */
-  encrypted?: string;
-  transaction_id?: string;
-  trace_id?: string;
-  /** W3C trace context (migration 010's column); absent for untraced messages. */
-  traceparent?: string;
-}
+import { PUSH_RUN_SQL, type AllocatorItem, type AllocatorResult } from './sql/queen.log_append_v1.js';
+import { PUSH_MANY_SQL } from './sql/queen.log_push_many_v1.js';
 
 /**
  * Items as the allocator takes them: their partitions ensured (created by a
@@ -61,7 +29,7 @@ export async function allocatorItems(
   }));
 }
 
-/** A push into queues with a maxSize: the check and the append in one statement (migration 022). */
+/** A push into queues with a maxSize: the check and the append in one statement (queen.log_push_capped_v1.sql). */
 const PUSH_CAPPED_SQL: NamedStatement = { name: 'queen_push_capped', text: 'select * from queen.log_push_capped_v1($1::jsonb, $2, $3::jsonb)' };
 
 /** Seconds a 429 QUEUE_FULL asks the producer to wait (Retry-After, and `retryAfter` in the body). */

@@ -3,17 +3,19 @@ import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@qu
 import type { BrokerContext } from './context.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
-/**
- * A maintenance task another feature owns (the KV's expiry purge, the timer
- * catch-up): runs in a transaction of its own within the pass, under the
- * maintenance lock, and answers its count
- * (`kv.expiredPurged`, `timers.fired`).
- */
-export type MaintenanceTaskRunner = (client: pg.PoolClient, ctx: BrokerContext) => Promise<number>;
+/** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own two aside. */
+export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions'>;
 
-/** Called by a feature plugin when it is composed into a broker (kept in ctx.features). */
-export function setMaintenanceTask(ctx: BrokerContext, task: 'kv' | 'timers', run: MaintenanceTaskRunner): void {
-  ctx.features.maintenance[task] = run;
+/**
+ * A maintenance task hooked into the pass (the timer catch-up, the KV's
+ * expiry purge): runs in a transaction of its own within the pass, under
+ * the maintenance lock, and answers its part of the pass's result.
+ */
+export type MaintenanceTaskRunner<T extends HookedMaintenanceTask = HookedMaintenanceTask> = (client: pg.PoolClient, ctx: BrokerContext) => Promise<MaintenanceRunResult[T]>;
+
+/** Hooks `run` into every maintenance pass as `task` (kept in ctx.hooks). */
+export function setMaintenanceTask<T extends HookedMaintenanceTask>(ctx: BrokerContext, task: T, run: MaintenanceTaskRunner<T>): void {
+  (ctx.hooks.maintenance as Partial<Record<T, MaintenanceTaskRunner<T>>>)[task] = run;
 }
 
 /**
@@ -34,8 +36,8 @@ export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions'
  * or without a cursor row), one partition and at most
  * RETENTION_SEGMENTS_PER_TRANSACTION segments per transaction; then partitions with no retained
  * message and no push for QUEEN_PARTITION_CLEANUP_S are deleted unless a
- * stream state row or a live lease vetoes it; then the tasks other features
- * registered (setMaintenanceTask). Each step is its own transaction, so each
+ * stream state row or a live lease vetoes it; then the tasks hooked in
+ * (setMaintenanceTask), in the protocol's order. Each step is its own transaction, so each
  * takes its locks in the order of §4 from scratch, and each holds the
  * maintenance advisory lock: `wait` false skips the step when another replica
  * is in one (the periodic service), true waits for it (the /run route).
@@ -103,14 +105,12 @@ export async function runMaintenance(
     // Deleted partitions are stale in this broker's id cache.
     for (const queue of r.value.queues) ctx.partitions.forget(queue);
   }
-  const extra = ctx.features.maintenance;
-  if (tasks.includes('kv') && extra.kv) {
-    const r = await step((client) => extra.kv!(client, ctx));
-    if (r) out.kv = { expiredPurged: r.value };
-  }
-  if (tasks.includes('timers') && extra.timers) {
-    const r = await step((client) => extra.timers!(client, ctx));
-    if (r) out.timers = { fired: r.value };
+  for (const task of allMaintenanceTasks) {
+    if (task === 'retention' || task === 'partitions' || !tasks.includes(task)) continue;
+    const run = ctx.hooks.maintenance[task] as MaintenanceTaskRunner | undefined;
+    if (!run) continue;
+    const r = await step((client) => run(client, ctx));
+    if (r) (out as Record<HookedMaintenanceTask, unknown>)[task] = r.value;
   }
   if (tasks.includes('state')) {
     // One transaction per (query, partition), under the locks a cycle takes (expired-state.ts).

@@ -3,7 +3,7 @@ import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@quee
 import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
 import { ClockCache } from './clock-cache.js';
 import { PartitionDirectory } from './partitions.js';
-import { setTransactionExtension } from './transaction.js';
+import { setTransactionKv } from './transaction.js';
 
 // Caps (issue 13 item 9) over real HTTP against a real PostgreSQL: transaction
 // arrays, the pop byte bound, paged state/get and paged listings; and the
@@ -17,11 +17,9 @@ beforeAll(async () => {
   b = await startTestBroker({ config: { maxPopBytes: MAX_POP_BYTES, maxPushItems: 50 } });
   // A stand-in for the KV feature (which the broker package cannot import):
   // counts what reaches it, so a refused transaction visibly applied nothing.
-  setTransactionExtension(b.ctx, {
-    kv: async (_client, ops) => {
-      kvCalls++;
-      return ops.map(() => ({ success: true }));
-    },
+  setTransactionKv(b.ctx, async (_client, ops) => {
+    kvCalls++;
+    return ops.map(() => ({ success: true }));
   });
 });
 afterAll(async () => {

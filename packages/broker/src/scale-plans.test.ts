@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { startTestBroker, type TestBroker } from '@queen-mq/testing';
-import { ACK_RUN_SQL, ACK_SQL } from './ack.js';
-import { POP_SQL } from './pop.js';
-import { PUSH_RUN_SQL } from './push.js';
+import { ACK_SQL, ackParams } from './sql/queen.log_ack_v2.js';
+import { PUSH_RUN_SQL } from './sql/queen.log_append_v1.js';
+import { POP_SQL } from './sql/queen.log_pop_v3.js';
 import { CREATED_PER_CHECK, StatisticsKeeper } from './statistics.js';
 
 // Issue 31: plans a connection made while the tables were tiny (autovacuum
@@ -44,12 +44,12 @@ describe('hot statements stay on their indexes after the database grew', () => {
     const cycle = async () => {
       await c.query({ ...PUSH_RUN_SQL, values: [pid, JSON.stringify([{ payload: 1 }, { payload: 2 }]), null] });
       const one = await pop();
-      const run = (await c.query({ ...ACK_RUN_SQL.ask, values: ['__QUEUE_MODE__', pid, one.lease, [one.offset], [one.txid]] })).rows;
-      expect(run[0].ok).toBe(true);
+      const run = (await c.query({ ...ACK_SQL.ask, values: ackParams('__QUEUE_MODE__', { run: { partitionId: pid, leaseId: one.lease, offsets: [one.offset], txids: [one.txid] } }) })).rows;
+      expect(run[0].answer).toBeNull(); // the run was applied
       const two = await pop();
       const acks = [{ transactionId: two.txid, partitionId: pid, leaseId: two.lease, offset: two.offset }];
-      const acked = (await c.query({ ...ACK_SQL.ask, values: ['__QUEUE_MODE__', JSON.stringify(acks), [pid]] })).rows;
-      expect(acked[0].r.offsets ?? acked[0].r).toBeTruthy();
+      const acked = (await c.query({ ...ACK_SQL.ask, values: ackParams('__QUEUE_MODE__', { items: acks.map((a, idx) => ({ idx, ...a })), partitionIds: [pid] }) })).rows;
+      expect(acked[0].answer.offsets ?? acked[0].answer).toBeTruthy();
     };
     // Planned (plpgsql caches at first run, top-level statements go generic after five runs).
     for (let i = 0; i < 7; i++) await cycle();
@@ -111,11 +111,11 @@ describe('hot statements stay on their indexes after the database grew', () => {
       [[
         'queen.ensure_partitions_v1', 'queen.log_append_v1', 'queen.log_append_advance_v1', 'queen.log_push_many_v1',
         'queen.log_pop_v3', 'queen.pop_target_v1', 'queen.log_claimable_any_v1', 'queen.log_claimable_of_v1',
-        'queen.log_ack_run_v1', 'queen.log_ack_v1', 'queen.log_ack_items_v1', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
+        'queen.log_ack_v2', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
         'queen.log_streams_cycle_v1', 'queen.message_traceparents_v1',
       ]],
     );
-    expect(rows).toHaveLength(15);
+    expect(rows).toHaveLength(13);
     for (const r of rows) expect(r.config, r.fn).toContain('enable_seqscan=off');
   });
 

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { QueenError, type ScheduleMissed } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
-import { allocatorItems, appendStatement, partitionsByQueue, type AllocatorItem, type AllocatorResult } from './push.js';
+import { allocatorItems, appendStatement, partitionsByQueue } from './push.js';
+import type { AllocatorItem, AllocatorResult } from './sql/queen.log_append_v1.js';
 import { compileSchedule, dueFires, type ScheduleClock } from './schedule-cron.js';
 
 // The schedule firer every broker runs: it sleeps until the earliest

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { QueenError } from '@queen-mq/protocol';
-import { setTransactionExtension } from './transaction.js';
+import { setTransactionKv } from './transaction.js';
 
 // POST /api/v1/transaction (PROTOCOL §5.7): pushes and acks in one PostgreSQL
 // transaction, over real HTTP on a real PostgreSQL.
@@ -215,7 +215,7 @@ describe('cursor creation order', () => {
     try {
       await ack.query('begin');
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g')", [low]);
-      const popped = popper.query("select partition_id from queen.log_pop_v2($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
+      const popped = popper.query("select partition_id from queen.log_pop_v3($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
       await sleep(300);
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g') on conflict do nothing", [high]);
       await ack.query("select 1 from queen.cursors where partition_id = any($1) and consumer_group = 'g' order by partition_id for update", [[low, high]]);
@@ -288,16 +288,14 @@ describe('kv/timers extension point', () => {
     const x = await startTestBroker({ databaseUrl: b.databaseUrl });
     try {
       await x.sql.query('create table if not exists public.kv_probe (k text primary key)');
-      setTransactionExtension(x.ctx, {
-        kv: async (client, ops) => {
-          const out = [];
-          for (const op of ops) {
-            if (op.key === 'conflict') throw new QueenError('VERSION_CONFLICT', undefined, { extra: { currentVersion: 7 } });
-            await client.query('insert into public.kv_probe (k) values ($1)', [op.key]);
-            out.push({ op: op.op, namespace: op.namespace, key: op.key, applied: true });
-          }
-          return out;
-        },
+      setTransactionKv(x.ctx, async (client, ops) => {
+        const out = [];
+        for (const op of ops) {
+          if (op.key === 'conflict') throw new QueenError('VERSION_CONFLICT', undefined, { extra: { currentVersion: 7 } });
+          await client.query('insert into public.kv_probe (k) values ($1)', [op.key]);
+          out.push({ op: op.op, namespace: op.namespace, key: op.key, applied: true });
+        }
+        return out;
       });
       const q = uniqueName('ext');
       const ok = await x.http('POST', '/api/v1/transaction', {

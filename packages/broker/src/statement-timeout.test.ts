@@ -33,7 +33,7 @@ describe('statement timeout', () => {
   it('a maintenance pass runs without the bound (a task slower than it still completes)', async () => {
     setMaintenanceTask(b.ctx, 'kv', async (client) => {
       await client.query('select pg_sleep(0.6)');
-      return 7;
+      return { expiredPurged: 7 };
     });
     const r = await b.http('POST', '/api/v1/system/maintenance/run', { tasks: ['kv'] });
     expect(r.status).toBe(200);

@@ -2,24 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
 import type { BrokerContext } from './context.js';
-import type { NamedStatement } from './database.js';
 import { registerRoute } from './http.js';
-import { allocatorItems, partitionsByQueue, type AllocatorItem } from './push.js';
+import { allocatorItems, partitionsByQueue } from './push.js';
+import type { AllocatorItem } from './sql/queen.log_append_v1.js';
+import { CYCLE_AT_VERSION_SQL, CYCLE_SQL, type CycleRow, type SinkAnswer } from './sql/queen.log_streams_cycle_v1.js';
 
 /** SQLSTATEs PostgreSQL raises for text or JSON it cannot store (U+0000, bad escapes): the client's input. */
 const UNSTORABLE_INPUT = new Set(['22P05', '22021', '22P02']);
-
-/** The cycle statement, parsed once per connection. */
-const CYCLE_SQL: NamedStatement = { name: 'queen_cycle', text: 'select queen.log_streams_cycle_v1($1::jsonb) as r' };
-/** A cycle of a named version (issue 33): the same, refused QUERY_VERSION_CHANGED when another version is registered. */
-const CYCLE_AT_VERSION_SQL: NamedStatement = { name: 'queen_cycle_at_version', text: 'select queen_streams.cycle_at_version_v1($1::jsonb, $2) as r' };
-
-/** What queen_streams.push_sink_runs_v1 answers: per item, in order. */
-interface SinkAnswer {
-  status: ('queued' | 'duplicate')[];
-  message_id: string[];
-  offset: string[];
-}
 
 /** The §7.4 push_results of a cycle, from the allocator's arrays and the request's own items. */
 function pushResultsOf(body: CycleBody, items: AllocatorItem[], answer: SinkAnswer | CycleResult['push_results']): CycleResult['push_results'] {
@@ -67,14 +56,14 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       sink_items: sinkItems,
       ack: body.ack,
       release_lease: body.release_lease,
-      // An idle flush's guard (019_flush_guard.sql); absent on a cycle with an ack.
+      // An idle flush's guard (queen_streams.flush_pending_v1.sql); absent on a cycle with an ack.
       ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,
     };
     try {
       const elements = JSON.stringify([element]);
-      const { rows } = await ctx.db.query<{ r: { idx: number; result: CycleResult }[] }>(
+      const { rows } = await ctx.db.query<CycleRow>(
         body.version === undefined ? CYCLE_SQL : CYCLE_AT_VERSION_SQL,
         body.version === undefined ? [elements] : [elements, body.version],
       );

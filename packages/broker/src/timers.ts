@@ -5,7 +5,7 @@ import { encryptedQueues, encryptionAvailable, encryptPayload } from './encrypti
 import { setMaintenanceTask } from './retention.js';
 
 // Timers (PROTOCOL §6): scheduled only through the transaction route, fired
-// by a poller every replica runs. SQL lives in migrations/005_timers.sql.
+// by a poller every replica runs. SQL: src/sql/queen.log_timers_*_v1.sql (the table: migrations/005_timers.sql).
 
 /** Timers one fire transaction claims at most; a full batch polls again at once. */
 const FIRE_BATCH = 500;
@@ -151,7 +151,7 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
  * answers the `timers` task of POST /api/v1/system/maintenance/run.
  */
 export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
-  setMaintenanceTask(ctx, 'timers', (client) => fireDueTimers(ctx, client));
+  setMaintenanceTask(ctx, 'timers', async (client) => ({ fired: await fireDueTimers(ctx, client) }));
   let running: Promise<unknown> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;

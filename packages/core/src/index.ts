@@ -20,17 +20,17 @@ export type {
   SinkPlugin,
   SinkPushItem,
   SinkContext,
-} from './plugins.js';
-export { MERGING_END_RULE } from './plugins.js';
-export type { SourceMessage } from './source-message.js';
-export type { Extractor, ReduceOptions } from './reducer.js';
-export type { CompiledQuery } from './compile.js';
-export { windowOptionsSchema } from './window-options.js';
-export { parseWindowPluginOptions, splitWindowOptions } from './window-plugin-options.js';
-export { chainError } from './chain-error.js';
+} from './plan/plugins.js';
+export { MERGING_END_RULE } from './plan/plugins.js';
+export type { SourceMessage } from './context/source-message.js';
+export type { Extractor, ReduceOptions } from './plan/reducer.js';
+export type { CompiledQuery } from './plan/compile.js';
+export { windowOptionsSchema } from './plan/window-options.js';
+export { parseWindowPluginOptions, splitWindowOptions } from './plan/window-plugin-options.js';
+export { chainError } from './plan/chain-error.js';
 export { z, option, parseOptions, optionsMarkdown, type OptionsSchema } from '@queen-mq/protocol';
-export { stepQuery, runOptionsSchema, type RunOptions, type RunHandle, type SteppedRun } from './runner.js';
-export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './runner-context.js';
-export type { RunnerEvents, RunnerEventName } from './events.js';
-export type { StageOptions, MigrateState, MigratedRow } from './stage-options.js';
-export type { PlanOptions, QueryPlan } from './plan.js';
+export { stepQuery, runOptionsSchema, type RunOptions, type RunHandle, type SteppedRun } from './runner/runner.js';
+export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './context/runner-context.js';
+export type { RunnerEvents, RunnerEventName } from './context/events.js';
+export type { StageOptions, MigrateState, MigratedRow } from './plan/stage-options.js';
+export type { PlanOptions, QueryPlan } from './runner/query-plan.js';

@@ -1,14 +1,14 @@
-import type { OperatorContext, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plugins.js';
-import { aggregateReducer, reduceReducer, type Extractor, type ReduceOptions } from './reducer.js';
-import { checkAppend, checkWindowPlugin, type ChainStage } from './chain.js';
-import { resolveWindowOptions } from './window-options.js';
-import { compileChain, type CompiledQuery } from './compile.js';
-import { filterStage, flatMapStage, keyByStage, mapStage } from './operators.js';
-import { chainError } from './chain-error.js';
-import { runQuery, type RunHandle, type RunOptions } from './runner.js';
-import type { SourceMessage } from './source-message.js';
-import { codeOf, stageMeta, type StageOptions } from './stage-options.js';
-import { planQuery, type PlanOptions, type QueryPlan } from './plan.js';
+import type { OperatorContext, PipeStage, SinkPlugin, WindowOptions, WindowPlugin } from './plan/plugins.js';
+import { aggregateReducer, reduceReducer, type Extractor, type ReduceOptions } from './plan/reducer.js';
+import { checkAppend, checkWindowPlugin, type ChainStage } from './plan/chain.js';
+import { resolveWindowOptions } from './plan/window-options.js';
+import { compileChain, type CompiledQuery } from './plan/compile.js';
+import { filterStage, flatMapStage, keyByStage, mapStage } from './plan/operators.js';
+import { chainError } from './plan/chain-error.js';
+import { runQuery, type RunHandle, type RunOptions } from './runner/runner.js';
+import type { SourceMessage } from './context/source-message.js';
+import { codeOf, stageMeta, type StageOptions } from './plan/stage-options.js';
+import { planQuery, type PlanOptions, type QueryPlan } from './runner/query-plan.js';
 
 /**
  * Anything with a queue name: the client's `queen.queue(name)` handle fits,

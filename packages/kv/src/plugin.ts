@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import {
   setMaintenanceTask,
-  setTransactionExtension,
+  setTransactionKv,
   type BrokerContext,
   type BrokerOptions,
   type BrokerPlugin,
@@ -13,10 +13,11 @@ import { createKvMetrics, type KvMetrics } from './metrics.js';
 import { kvHttpRoutes } from './routes.js';
 import { applyKvOps, purgeExpired } from './store.js';
 
-/** The KV's own numbered migrations (owner `kv`): table queen.kv, its version sequence and SQL functions. */
+/** The KV's own SQL (owner `kv`): migrations for table queen.kv and its version sequence, functions in src/sql. */
 export const kvMigrations: MigrationSource = {
   owner: 'kv',
   dir: fileURLToPath(new URL('../migrations', import.meta.url)),
+  functions: fileURLToPath(new URL('../src/sql', import.meta.url)),
 };
 
 /**
@@ -47,8 +48,8 @@ async function transactionKv(client: Parameters<typeof applyKvOps>[0], ops: TxnK
 export const kvPlugin: BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => {
   const metrics = createKvMetrics(ctx.metrics.registry); // the series exists (at 0) before the first denial
   kvHttpRoutes(app, ctx, metrics);
-  setTransactionExtension(ctx, { kv: (client, ops) => transactionKv(client, ops, metrics) });
-  setMaintenanceTask(ctx, 'kv', (client) => purgeExpired(client));
+  setTransactionKv(ctx, (client, ops) => transactionKv(client, ops, metrics));
+  setMaintenanceTask(ctx, 'kv', async (client) => ({ expiredPurged: await purgeExpired(client) }));
 };
 
 /** Everything a broker needs to serve the KV: spread it into `startBroker` options. */

@@ -3,7 +3,7 @@ import type { Database } from '@queen-mq/broker';
 import { QueenError, type ErrorCode, type KvEntry, type KvListQuery, type KvNamespacesQuery, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
 
 // The KV's SQL, one function per operation. Writes all go through
-// queen.kv_apply_v1 (migrations/001_kv.sql), which takes the rank-1 locks of
+// queen.kv_apply_v1 (src/sql/queen.kv_apply_v1.sql), which takes the rank-1 locks of
 // PROTOCOL §4 up front and applies the ops in array order.
 
 /**

@@ -30,7 +30,7 @@ export const ackOptionsSchema = z.object({
   error: option(z.string().max(10000).optional(), { description: 'Failure text of the messages that carry none (`failed`, `dlq`)', rule: 'must be a string' }),
 });
 
-/** The one statement of an ack (migration 021's queen.app_ack_v1, around the broker's queen.log_ack_v1). */
+/** The one statement of an ack (queen.app_ack_v1, packages/broker/src/sql, around the broker's queen.log_ack_v2). */
 const ACK_SQL = 'select queen.app_ack_v1($1, $2::jsonb) as r';
 
 /**

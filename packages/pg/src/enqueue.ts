@@ -19,7 +19,7 @@ export interface EnqueueOptions {
 
 const itemsSchema = z.array(pushItem);
 
-/** The one statement of an enqueue (migration 021's queen.app_enqueue_v1). */
+/** The one statement of an enqueue (queen.app_enqueue_v1, packages/broker/src/sql). */
 const ENQUEUE_SQL = 'select status, message_id, "offset", partition_id from queen.app_enqueue_v1($1::jsonb)';
 
 interface EnqueueRow {

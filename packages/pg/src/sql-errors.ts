@@ -7,7 +7,7 @@ const MISSING_SCHEMA = new Set(['3F000', '42883']);
  * The QueenError a failed statement of ours means, else the error itself
  * (the caller's own connection or SQL trouble stays pg's error). Our SQL
  * raises catalogue codes as SQLSTATE QS001: message = code, hint = the
- * answer's extra fields as JSON (migration 021).
+ * answer's extra fields as JSON (queen.app_enqueue_v1, queen.app_ack_v1).
  */
 export function queenErrorOf(err: unknown, call: string): unknown {
   const e = err as { code?: string; message?: string; hint?: string };

@@ -2,7 +2,7 @@ import type { AckResult } from './ack.js';
 import { errorMessage, isErrorCode } from './errors.js';
 
 /**
- * What queen.log_ack_v1 answers: the per-item results of its item-by-item
+ * What queen.log_ack_v2 answers (r_answer): the per-item results of its item-by-item
  * walk, or, for the common request (every item completed inside its lease),
  * the compact form below that ackResultsOf expands. Building the per-item
  * objects in SQL cost as much as the rest of such an ack. Read by the

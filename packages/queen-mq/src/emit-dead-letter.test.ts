@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, configureSource, cursorOf, drain, push, stateRows, useStreamBroker, runDefaults } from '../test/helpers.js';
 
 // A post-window operator that throws on a closed window's value (core's

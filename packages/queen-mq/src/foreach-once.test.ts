@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { cursorOf, push, stateRows, useStreamBroker, runDefaults } from '../test/helpers.js';
 
 // Issue 13 item 11: a foreach effect runs once per emit in a healthy process.

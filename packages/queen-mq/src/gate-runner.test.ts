@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, tokenBucket } from './index.js';
+import { type Queen, Stream, tokenBucket } from './index.js';
 import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // The `.gate()` sugar. The gate semantics themselves (S41–S47, the token-bucket
@@ -8,7 +8,7 @@ import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBrok
 // this sugar delegates to.
 
 const env = useStreamBroker();
-const { names, track } = env;
+const { track } = env;
 let b: TestBroker;
 let queen: Queen;
 beforeAll(() => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, testStream, uniqueName, type TestBroker } from '@queen-mq/testing';
 import type { LateRecord, WindowPlugin } from '@queen-mq/core';
 import { Stream, queueSink } from './index.js';
-import { iso, withBounds } from '../test/helpers.js';
+import { withBounds } from '../test/helpers.js';
 
 // onLate: a queue (or any sink plugin). Every late value reaches that queue
 // as a late record, pushed in the cycle that judged it late, for every window

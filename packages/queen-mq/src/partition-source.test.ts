@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, cursorOf, push, runDefaults, sleep, useStreamBroker } from '../test/helpers.js';
 
 // A stream over `queen.queue(q).partition(p)` reads only partition p of q;

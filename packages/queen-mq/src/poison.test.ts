@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type RunHandle, type WindowPlugin } from './index.js';
+import { type Queen, Stream, type RunHandle, type WindowPlugin } from './index.js';
 import { collectUntil, configureSource, cursorOf, push, stateRows, useStreamBroker, runDefaults } from '../test/helpers.js';
 
 // Issue 13 item 5: a user function that throws on one message. The message is

@@ -1,6 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sleep, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, push, useStreamBroker } from '../test/helpers.js';
 
 // Issue 13 item 6: processing-time windows are assigned by createdAt, which

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
 import { stepQuery } from '@queen-mq/core';
-import { Queen, QueenError, Stream, type MigratedRow, type SourceMessage } from './index.js';
+import { type Queen, QueenError, Stream, type MigratedRow, type SourceMessage } from './index.js';
 import { collectUntil, configureSource, push, sleep, runDefaults, SEP, stateRows, useStreamBroker } from '../test/helpers.js';
 
 // Queries that evolve (issue 33), over a real broker: a new version of a

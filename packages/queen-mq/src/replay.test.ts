@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream, type SourceMessage } from './index.js';
+import { type Queen, Stream, type SourceMessage } from './index.js';
 import { collectUntil, push, runDefaults, sleep, useStreamBroker } from '../test/helpers.js';
 
 // A new query over retained history (issue 33): run({ from }) says where its

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, configureSource, cursorOf, push, sumOf, type SinkMessage, useStreamBroker, SEP, runDefaults } from '../test/helpers.js';
 
 // Sinks, deterministic ids, stateless chains, resume and isolation over real HTTP and PostgreSQL.

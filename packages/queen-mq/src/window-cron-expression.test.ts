@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
-import { collectUntil, push, stateRows, useStreamBroker, SEP, runDefaults, iso, withBounds } from '../test/helpers.js';
+import { type Queen, Stream } from './index.js';
+import { collectUntil, push, stateRows, useStreamBroker, SEP, runDefaults, withBounds } from '../test/helpers.js';
 
 // Cron expressions in a time zone over real HTTP and PostgreSQL (the bucket
 // properties are in packages/windows/cron), and the config hashes of the unit

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually, type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { collectUntil, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults, windowRows } from '../test/helpers.js';
 
 // Sliding, session and cron windows (and the event-time knobs on them) over real HTTP and PostgreSQL.

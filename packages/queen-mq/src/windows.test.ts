@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type TestBroker } from '@queen-mq/testing';
-import { Queen, Stream } from './index.js';
+import { type Queen, Stream } from './index.js';
 import { createHash } from 'node:crypto';
 import { eventually } from '@queen-mq/testing';
 import { collectUntil, configureSource, cursorOf, drain, push, sleep, stateRows, sumOf, useStreamBroker, SEP, runDefaults, windowRows } from '../test/helpers.js';

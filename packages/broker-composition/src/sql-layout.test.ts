@@ -1,0 +1,256 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { brokerMigrations, checksumOf, functionFiles, migrate, type MigrationSource } from '@queen-mq/broker';
+import { freshDatabase, startTestBroker, type TestBroker } from '@queen-mq/testing';
+import { brokerComposition } from './index.js';
+
+// The SQL a deployed broker runs has one current view: tables, indexes and
+// constraints from the numbered migrations (their result committed as
+// schema.sql), every function from its own file in src/sql. These tests hold
+// a migrated database to that view: each function is what its file says and
+// no other exists; the schema is the committed snapshot; and a database built
+// by the migrations as they were before the functions moved out of them
+// (main at af5385a) upgrades to the same functions and schema, its data
+// intact.
+
+const sources: MigrationSource[] = [brokerMigrations, ...brokerComposition().migrations];
+const SCHEMAS = ['queen', 'queen_streams', 'kv'];
+const SNAPSHOT = fileURLToPath(new URL('../schema.sql', import.meta.url));
+/** The last commit whose migrations still defined the functions. */
+const BEFORE = 'af5385a';
+
+type Queryable = Pick<pg.ClientBase, 'query'>;
+
+/** Every function of our schemas: `schema.name(identity args)` → pg_get_functiondef. */
+async function functionDefinitions(db: Queryable): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ sig: string; def: string }>(
+    `select n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' as sig, pg_get_functiondef(p.oid) as def
+       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = any($1) order by 1`,
+    [SCHEMAS],
+  );
+  return new Map(rows.map((r) => [r.sig, r.def]));
+}
+
+/**
+ * What the files make of the database's functions: inside a transaction that
+ * is rolled back, every function of our schemas is dropped and every file
+ * run. Equal to the functions before only when each is what its file says,
+ * none exists that no file defines and no file defines one that is missing.
+ */
+async function functionsFromFiles(db: pg.Pool): Promise<Map<string, string>> {
+  const client = await db.connect();
+  try {
+    await client.query('begin');
+    const before = await functionDefinitions(client);
+    for (const sig of before.keys()) {
+      const [, schema, name, args] = /^([^.]+)\.([^(]+)\((.*)\)$/.exec(sig)!;
+      // cascade: a trigger or default using one goes too, and comes back with the rollback
+      await client.query(`drop function if exists ${pg.escapeIdentifier(schema!)}.${pg.escapeIdentifier(name!)}(${args}) cascade`);
+    }
+    await client.query('set local check_function_bodies = off');
+    for (const source of sources) for (const file of await functionFiles(source)) await client.query(await readFile(file.path, 'utf8'));
+    return await functionDefinitions(client);
+  } finally {
+    await client.query('rollback');
+    client.release();
+  }
+}
+
+/**
+ * Tables with their columns, then each table's constraints and indexes, then
+ * sequences, of our schemas: one line each, in an order that does not depend
+ * on the database's collation.
+ */
+async function schemaSnapshot(db: Queryable): Promise<string> {
+  const { rows } = await db.query<{ line: string }>(
+    `select line from (
+     select c.oid::regclass::text as rel, 0 as kind, 'table ' || c.oid::regclass::text || ' (' || string_agg(
+              quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod)
+              || case when a.attcollation not in (0, (select oid from pg_collation where collname = 'default')) then ' collate ' || (select quote_ident(collname) from pg_collation where oid = a.attcollation) else '' end
+              || case when a.attnotnull then ' not null' else '' end
+              || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), ''), ', ' order by a.attnum) || ')' as line
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+       join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+       left join pg_attrdef d on d.adrelid = c.oid and d.adnum = a.attnum
+      where n.nspname = any($1) and c.relkind in ('r', 'p')
+      group by c.oid
+     union all
+     select c.conrelid::regclass::text, 1, '  constraint ' || quote_ident(c.conname) || ' ' || pg_get_constraintdef(c.oid)
+       from pg_constraint c join pg_namespace n on n.oid = c.connamespace
+      where n.nspname = any($1) and c.contype <> 'n'
+     union all
+     select i.indrelid::regclass::text, 2, '  ' || pg_get_indexdef(i.indexrelid)
+       from pg_index i join pg_class c on c.oid = i.indexrelid join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = any($1)
+     union all
+     select '~', 3, 'sequence ' || c.oid::regclass::text
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = any($1) and c.relkind = 'S'
+     ) x order by rel collate "C", kind, line collate "C"`,
+    [SCHEMAS],
+  );
+  return (
+    '-- The tables, constraints, indexes and sequences the migrations make, checked by\n' +
+    '-- packages/broker-composition/src/sql-layout.test.ts. A schema change shows here as a\n' +
+    '-- diff; after a new migration rewrite it with that test and -u, and review the diff.\n' +
+    rows.map((r) => r.line).join('\n') +
+    '\n'
+  );
+}
+
+describe('a freshly migrated database', () => {
+  let b: TestBroker;
+  beforeAll(async () => {
+    b = await startTestBroker({ ...brokerComposition() });
+  });
+  afterAll(async () => {
+    await b?.stop();
+  });
+
+  it('has each function as its file defines it, and no other', async () => {
+    const live = await functionDefinitions(b.sql);
+    expect(live.size).toBeGreaterThan(40);
+    expect(await functionsFromFiles(b.sql)).toEqual(live);
+  });
+
+  it('recorded every function file with its checksum', async () => {
+    const { rows } = await b.sql.query<{ owner: string; name: string; checksum: string }>('select owner, name, checksum from queen.function_files');
+    const files: { owner: string; name: string; checksum: string }[] = [];
+    for (const source of sources) for (const f of await functionFiles(source)) files.push({ owner: source.owner, name: f.name, checksum: checksumOf(await readFile(f.path, 'utf8')) });
+    const key = (r: { owner: string; name: string }) => `${r.owner}/${r.name}`;
+    const sorted = (list: typeof files) => [...list].sort((x, y) => (key(x) < key(y) ? -1 : 1));
+    expect(sorted(rows)).toEqual(sorted(files));
+    // Nothing changed: the next start re-creates nothing.
+    expect(await migrate(b.sql, sources)).toEqual([]);
+  });
+
+  it('matches the committed schema snapshot (schema.sql)', async () => {
+    await expect(await schemaSnapshot(b.sql)).toMatchFileSnapshot(SNAPSHOT);
+  });
+
+  it('a drifted function is seen: one edited in the database, one no file defines', async () => {
+    const client = await b.sql.connect();
+    try {
+      await client.query('begin');
+      await client.query(`create or replace function queen.iso(ts timestamptz) returns text language sql immutable as $$ select 'drift' $$`);
+      await client.query(`create function queen.nobody_defines_v1() returns int language sql as $$ select 1 $$`);
+      const live = await functionDefinitions(client);
+      await client.query('commit');
+      try {
+        const fromFiles = await functionsFromFiles(b.sql);
+        expect(fromFiles).not.toEqual(live);
+        expect(fromFiles.has('queen.nobody_defines_v1()')).toBe(false);
+        expect(fromFiles.get('queen.iso(ts timestamp with time zone)')).not.toEqual(live.get('queen.iso(ts timestamp with time zone)'));
+      } finally {
+        await client.query('drop function queen.nobody_defines_v1()');
+        // The step re-creates only changed files: put the edited one back from its file.
+        await client.query(await readFile(join(sources[0]!.functions!, 'queen.iso.sql'), 'utf8'));
+      }
+    } finally {
+      client.release();
+    }
+    expect(await functionsFromFiles(b.sql)).toEqual(await functionDefinitions(b.sql));
+  });
+});
+
+/** The repository's root, for `git show`. */
+const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: dirname(fileURLToPath(import.meta.url)), encoding: 'utf8' }).trim();
+
+/** A source's migration folder as it was at `commit`, written to `dir`. */
+async function migrationsAt(commit: string, source: MigrationSource, dir: string): Promise<MigrationSource> {
+  const folder = source.dir.slice(root.length + 1);
+  const names = execFileSync('git', ['ls-tree', '--name-only', `${commit}:${folder}`], { cwd: root, encoding: 'utf8' })
+    .split('\n')
+    .filter((n) => /^\d+_.*\.sql$/.test(n));
+  for (const name of names) await writeFile(join(dir, name), execFileSync('git', ['show', `${commit}:${folder}/${name}`], { cwd: root, encoding: 'utf8' }));
+  return { owner: source.owner, dir };
+}
+
+/** Every row of our tables, as text, by table (the runner's own bookkeeping aside). */
+async function tableContents(db: Queryable): Promise<Record<string, string[]>> {
+  const { rows: tables } = await db.query<{ t: string }>(
+    `select c.oid::regclass::text as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = any($1) and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'function_files', 'schema_version') order by 1`,
+    [SCHEMAS],
+  );
+  const out: Record<string, string[]> = {};
+  for (const { t } of tables) out[t] = (await db.query<{ r: string }>(`select x::text as r from ${t} x order by 1`)).rows.map((r) => r.r);
+  return out;
+}
+
+describe(`a database migrated by main as of ${BEFORE}`, () => {
+  let url: string;
+  let old: pg.Pool;
+  let dirs: string[] = [];
+  let b: TestBroker | undefined;
+  beforeAll(async () => {
+    url = await freshDatabase();
+    old = new pg.Pool({ connectionString: url, max: 2 });
+    old.on('error', () => undefined);
+  });
+  afterAll(async () => {
+    await b?.stop();
+    await old?.end();
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+
+  it('upgrades to the functions of the files and the committed schema, its data intact, and serves it', async () => {
+    const before: MigrationSource[] = [];
+    for (const source of sources) {
+      const dir = await mkdtemp(join(tmpdir(), `queen-${source.owner}-${BEFORE}-`));
+      dirs.push(dir);
+      before.push(await migrationsAt(BEFORE, source, dir));
+    }
+    expect(await migrate(old, before)).toContain('broker/018_ack_run.sql');
+
+    // Data written by the functions as they were then: a queue, messages, an ack, a KV key.
+    const [part] = (await old.query(`select * from queen.ensure_partitions_v1('[{"queue":"upgrade-q","partition":"p"}]')`)).rows;
+    const items = Array.from({ length: 5 }, (_, i) => ({ partition_id: part.partition_id, payload: { n: i }, transaction_id: `tx-${i}` }));
+    await old.query('select * from queen.log_append_v1($1, $2::jsonb, null)', [part.partition_id, JSON.stringify(items)]);
+    await old.query(`insert into queen.kv (namespace, key, value, version) values ('upgrade', 'k', '"v"', nextval('queen.kv_version_seq'))`);
+    const data = await tableContents(old);
+    expect(data['queen.messages']).toHaveLength(5);
+    const oldFunctions = await functionDefinitions(old);
+    expect(oldFunctions.size).toBeGreaterThan(40);
+
+    // The broker of today starts on it: the rewritten migrations are taken
+    // as applied (REWRITTEN), new ones run, every function comes from its file.
+    b = await startTestBroker({ databaseUrl: url, ...brokerComposition() });
+    const { rows: checksums } = await old.query<{ owner: string; name: string; checksum: string }>('select owner, name, checksum from queen.migrations order by owner, name');
+    for (const row of checksums) {
+      const source = sources.find((s) => s.owner === row.owner)!;
+      expect(row.checksum, `${row.owner}/${row.name}`).toBe(checksumOf(await readFile(join(source.dir, row.name), 'utf8')));
+    }
+    // Every row as it was; tables added since are there, empty.
+    const after = await tableContents(old);
+    expect(Object.fromEntries(Object.keys(data).map((t) => [t, after[t]]))).toEqual(data);
+    for (const t of Object.keys(after).filter((t) => !(t in data))) expect(after[t], t).toEqual([]);
+    const live = await functionDefinitions(old);
+    expect(await functionsFromFiles(old)).toEqual(live);
+    // The functions a fresh database has, the same text.
+    const fresh = await startTestBroker({ ...brokerComposition() });
+    try {
+      expect(live).toEqual(await functionDefinitions(fresh.sql));
+      expect(await schemaSnapshot(old)).toEqual(await schemaSnapshot(fresh.sql));
+    } finally {
+      await fresh.stop();
+    }
+
+    // And it serves what the old functions wrote.
+    const pop = await b.http('GET', '/api/v1/pop/queue/upgrade-q?batch=10&wait=false');
+    expect(pop.status).toBe(200);
+    expect(pop.body.messages.map((m: { data: { n: number } }) => m.data.n)).toEqual([0, 1, 2, 3, 4]);
+    const ack = await b.http('POST', '/api/v1/ack/batch', {
+      acknowledgments: pop.body.messages.map((m: { transactionId: string; partitionId: string; leaseId?: string }) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed' })),
+      consumerGroup: '__QUEUE_MODE__',
+    });
+    expect(ack.status).toBe(200);
+    expect((await b.http('GET', '/api/v1/kv/upgrade/k')).body).toMatchObject({ value: 'v' });
+  });
+});

@@ -1,0 +1,13 @@
+-- Whether a pop of p_group on the queue (or on its one partition) could
+-- claim something now.
+create or replace function queen.log_claimable_any_v1(p_queue_id uuid, p_partition_id uuid, p_group text) returns boolean
+language sql volatile set enable_seqscan = off as $$
+  select exists (
+    select 1
+      from queen.partitions p
+      left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+     where p.queue_id = p_queue_id
+       and (p_partition_id is null or p.id = p_partition_id)
+       and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+       and (c.lease_id is null or c.lease_expires_at <= now()))
+$$;

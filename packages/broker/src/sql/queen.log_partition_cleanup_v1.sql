@@ -1,0 +1,48 @@
+-- Partition cleanup (PROTOCOL §3.9): a partition with no retained message
+-- and no push for p_inactive_s seconds is deleted with its cursors, unless a
+-- stream state row references it or a lease on it is live (vetoed). Lock
+-- order (§4): every candidate partition row ascending first (re-checked under
+-- the lock: a push may have landed meanwhile), then their cursor rows.
+create or replace function queen.log_partition_cleanup_v1(p_inactive_s bigint) returns jsonb
+language plpgsql as $$
+declare
+  v_state    boolean := to_regclass('queen_streams.state') is not null;
+  v_cands    uuid[];
+  v_doomed   uuid[] := '{}';
+  v_id       uuid;
+  v_ref      boolean;
+  v_vetoed   int := 0;
+  v_queues   text[];
+begin
+  select coalesce(array_agg(s.id), '{}') into v_cands from (
+    select p.id from queen.partitions p
+     where p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s)
+     order by p.id for update) s;
+  select coalesce(array_agg(p.id order by p.id), '{}') into v_cands from queen.partitions p
+   where p.id = any(v_cands)
+     and p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s);
+
+  foreach v_id in array v_cands loop
+    v_ref := exists (select 1 from queen.cursors c where c.partition_id = v_id and c.lease_id is not null and c.lease_expires_at > now());
+    if not v_ref and v_state then
+      execute 'select exists (select 1 from queen_streams.state where partition_id = $1)' into v_ref using v_id;
+    end if;
+    if v_ref then
+      v_vetoed := v_vetoed + 1;
+    else
+      v_doomed := v_doomed || v_id;
+    end if;
+  end loop;
+
+  perform 1 from queen.cursors c where c.partition_id = any(v_doomed)
+   order by c.partition_id, c.consumer_group for update;
+  select coalesce(array_agg(distinct p.queue_name), '{}') into v_queues from queen.partitions p where p.id = any(v_doomed);
+  delete from queen.messages m where m.partition_id = any(v_doomed);
+  delete from queen.log_segments s where s.partition_id = any(v_doomed);
+  delete from queen.failures f where f.partition_id = any(v_doomed);
+  delete from queen.dlq d where d.partition_id = any(v_doomed);
+  delete from queen.cursors c where c.partition_id = any(v_doomed);
+  delete from queen.partitions p where p.id = any(v_doomed);
+  return jsonb_build_object('deleted', cardinality(v_doomed), 'vetoed', v_vetoed, 'queues', to_jsonb(v_queues));
+end
+$$;

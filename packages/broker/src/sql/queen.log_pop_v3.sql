@@ -1,0 +1,217 @@
+-- Pop (PROTOCOL §5.4), with a count of the expired leases the call found
+-- and released (queen_lease_expired_total): message rows carry 0 and, when
+-- any lease expired, one trailing row with no message carries the count.
+-- With a byte bound (QUEEN_MAX_POP_BYTES): when p_max_bytes is set each partition claims only the prefix of its batch
+-- whose estimated answer size fits the bytes left, so the lease covers
+-- exactly what is delivered and the rest stays available. The estimate is
+-- an upper bound of the JSON the broker sends per message: the payload's
+-- jsonb text (which has more spaces than JSON.stringify) or its ciphertext
+-- length, plus the envelope's fields and names.
+-- A pop of one partition finds its cursor row and its candidate by the
+-- partition's id (issue 31).
+create or replace function queen.log_pop_v3(
+  p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
+  p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null,
+  p_max_bytes bigint default null
+) returns table (
+  partition_id uuid, partition_name text, msg_offset bigint, id uuid, transaction_id text, trace_id uuid,
+  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int, lease_expired int
+)
+language plpgsql
+set enable_seqscan = off
+as $$
+#variable_conflict use_column
+declare
+  v_options     jsonb;
+  v_lease_s     int;
+  v_delay_s     int;
+  v_buffer_s    int;
+  v_retry_limit int;
+  v_expiry_fail boolean;
+  v_remaining   int := p_batch;
+  v_claimed     int := 0;
+  v_cand        record;
+  v_cands       refcursor;
+  v_cur         queen.cursors%rowtype;
+  v_from        bigint;
+  v_head_msg    bigint;
+  v_count       int;
+  v_last        bigint;
+  v_charged     int;
+  v_expired     int := 0;
+  v_bytes_left  bigint := p_max_bytes;
+  v_bytes       bigint;
+  v_compressed  boolean;
+  v_envelope    int;
+begin
+  -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
+  if p_queue_id is null then return; end if;
+  select q.options into v_options from queen.queues q where q.id = p_queue_id;
+  v_lease_s     := queen.queue_option_int(v_options, 'leaseTime', 300);
+  if v_lease_s = 0 then v_lease_s := 60; end if;
+  v_delay_s     := queen.queue_option_int(v_options, 'delayedProcessing', 0);
+  v_buffer_s    := queen.queue_option_int(v_options, 'windowBuffer', 0);
+  v_retry_limit := queen.queue_option_int(v_options, 'retryLimit', 3);
+  v_expiry_fail := coalesce((v_options->>'leaseExpiryCountsAsFailure')::boolean, false);
+  -- What one message costs in the answer besides its payload: the fields of
+  -- PoppedMessage (ids, times, offsets: under 320 bytes) and the names it repeats.
+  v_envelope    := 384 + octet_length(p_group) + (select octet_length(q.name) from queen.queues q where q.id = p_queue_id);
+
+  -- A named group's start is fixed at its first pop on the queue (PROTOCOL §3.6).
+  if p_group <> '__QUEUE_MODE__' then
+    insert into queen.subscriptions (consumer_group, queue_id, mode, start_at)
+    values (p_group, p_queue_id, coalesce(p_sub_mode, 'all'), p_sub_start)
+    on conflict do nothing;
+  end if;
+
+  -- Missing cursor rows first, ascending, before any cursor is claimed: an
+  -- insert that waits on another transaction's uncommitted insert of the
+  -- same row while this one holds claimed cursors could deadlock with an
+  -- ack that creates cursors and then locks them ascending (PROTOCOL §4).
+  -- A pop of one partition and a pop of the queue are separate statements,
+  -- each planned for its own key: `p_partition_id is null or p.id = ...`
+  -- cannot use the primary key in a cached plan, and made a pop of one
+  -- partition read every partition of its queue.
+  if p_partition_id is not null then
+    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+    select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+      from queen.partitions p
+     where p.id = p_partition_id and p.queue_id = p_queue_id
+       and p.head_offset > 0
+       and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
+    on conflict do nothing;
+  else
+    insert into queen.cursors (partition_id, consumer_group, cursor_offset)
+    select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
+      from queen.partitions p
+     where p.queue_id = p_queue_id
+       and p.head_offset > 0
+       and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
+     order by p.id
+    on conflict do nothing;
+  end if;
+
+  if p_partition_id is not null then
+    open v_cands for
+      select p.id, p.name, p.first_offset
+        from queen.partitions p
+        left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+       where p.id = p_partition_id and p.queue_id = p_queue_id
+         and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
+  else
+    open v_cands for
+      select p.id, p.name, p.first_offset
+        from queen.partitions p
+        left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+       where p.queue_id = p_queue_id
+         and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s))
+       order by (select m.created_at from queen.messages m
+                  where m.partition_id = p.id
+                    and m.msg_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+                  order by m.msg_offset limit 1) nulls last, p.id;
+  end if;
+  loop
+    fetch v_cands into v_cand;
+    exit when not found;
+    exit when v_remaining <= 0 or v_claimed >= p_max_partitions or v_bytes_left <= 0;
+
+    select * into v_cur from queen.cursors c
+     where c.partition_id = v_cand.id and c.consumer_group = p_group
+       for update skip locked;
+    continue when not found;
+    continue when v_cur.lease_id is not null and v_cur.lease_expires_at > now();
+
+    if v_cur.lease_id is not null then
+      -- Lazy expiry. By default an expired lease just returns its messages
+      -- uncharged (that is how a stream gate defers); a queue may ask for the
+      -- head message to be charged one failed delivery (PROTOCOL §3.5).
+      v_head_msg := queen.log_advance_v1(v_cand.id, v_cur.cursor_offset, 1);
+      if v_expiry_fail and v_head_msg is not null and v_head_msg <= v_cur.lease_last_offset then
+        v_charged := queen.log_charge_failure_v1(v_cand.id, p_group, v_head_msg);
+        if v_charged > v_retry_limit then
+          perform queen.log_dead_letter_v1(v_cand.id, p_group, v_head_msg, 'Lease expired; retries exhausted', v_charged);
+          update queen.cursors c set cursor_offset = v_head_msg where c.partition_id = v_cand.id and c.consumer_group = p_group;
+          delete from queen.failures f where f.partition_id = v_cand.id and f.consumer_group = p_group and f.msg_offset <= v_head_msg;
+          v_cur.cursor_offset := v_head_msg;
+        end if;
+      end if;
+      perform queen.log_release_lease_v1(v_cand.id, p_group);
+      v_expired := v_expired + 1;
+    end if;
+
+    v_from := greatest(v_cur.cursor_offset, v_cand.first_offset - 1);
+    if p_max_bytes is null then
+      select count(*), max(s.msg_offset) into v_count, v_last from (
+        select m.msg_offset from queen.messages m
+         where m.partition_id = v_cand.id and m.msg_offset > v_from
+           and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
+         order by m.msg_offset limit v_remaining) s;
+    else
+      -- QUEEN_MAX_POP_BYTES: claim (and so lease) only the prefix whose
+      -- answer fits what is left of the budget; the very first message of a
+      -- pop always goes, so a message larger than the bound still moves.
+      -- First a cheap upper bound that reads no payload: an uncompressed
+      -- jsonb's text is at most 6 times its stored size (\u escapes are the
+      -- worst case). Only when that does not fit, or a payload is
+      -- compressed, is each payload's text length computed.
+      select count(*), max(s.msg_offset), coalesce(sum(s.est), 0), coalesce(bool_or(s.compressed), false)
+        into v_count, v_last, v_bytes, v_compressed from (
+        select m.msg_offset,
+               6 * coalesce(pg_column_size(m.payload), 4) + coalesce(octet_length(m.encrypted), 0)
+                 + octet_length(v_cand.name) + coalesce(octet_length(m.transaction_id), 36) + coalesce(octet_length(m.producer_sub), 4) + v_envelope as est,
+               pg_column_compression(m.payload) is not null as compressed
+          from queen.messages m
+         where m.partition_id = v_cand.id and m.msg_offset > v_from
+           and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
+         order by m.msg_offset limit v_remaining) s;
+      if v_compressed or v_bytes > v_bytes_left then
+      select count(*), max(s.msg_offset), coalesce(max(s.cum), 0) into v_count, v_last, v_bytes from (
+        select m.msg_offset,
+               sum(coalesce(octet_length(m.payload::text), 4) + coalesce(octet_length(m.encrypted), 0)
+                   + octet_length(v_cand.name) + coalesce(octet_length(m.transaction_id), 36) + coalesce(octet_length(m.producer_sub), 4) + v_envelope)
+                 over (order by m.msg_offset rows between unbounded preceding and current row) as cum,
+               row_number() over (order by m.msg_offset) as rn
+          from (select * from queen.messages m
+                 where m.partition_id = v_cand.id and m.msg_offset > v_from
+                   and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
+                 order by m.msg_offset limit v_remaining) m) s
+       where s.cum <= v_bytes_left or (s.rn = 1 and v_claimed = 0);
+      end if;
+    end if;
+    continue when v_count = 0;
+
+    if p_auto_ack then
+      perform queen.log_move_cursor_v1(v_cand.id, p_group, v_last);
+      update queen.cursors c set last_consumed_at = now() where c.partition_id = v_cand.id and c.consumer_group = p_group;
+    else
+      update queen.cursors c
+         set lease_id = p_lease_id, lease_expires_at = now() + make_interval(secs => v_lease_s),
+             lease_last_offset = v_last, last_consumed_at = now()
+       where c.partition_id = v_cand.id and c.consumer_group = p_group;
+    end if;
+
+    return query
+      select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,
+             m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0), 0
+        from queen.messages m
+        left join queen.failures f on f.partition_id = m.partition_id and f.consumer_group = p_group and f.msg_offset = m.msg_offset
+       where m.partition_id = v_cand.id and m.msg_offset > v_from and m.msg_offset <= v_last
+       order by m.msg_offset;
+
+    v_remaining := v_remaining - v_count;
+    v_claimed   := v_claimed + 1;
+    if p_max_bytes is not null then v_bytes_left := v_bytes_left - v_bytes; end if;
+  end loop;
+  close v_cands;
+  -- The count of expired leases this call released, on one trailing row
+  -- with no message, so the caller counts them without another round trip.
+  if v_expired > 0 then
+    return query select null::uuid, null::text, null::bigint, null::uuid, null::text, null::uuid,
+                        null::jsonb, null::bytea, null::text, null::text, null::int, v_expired;
+  end if;
+end
+$$;

@@ -1,0 +1,109 @@
+-- State ops of one cycle element (PROTOCOL §7.4): every op a compare-and-set
+-- when it carries expected_version, applied in array order. Measured on a
+-- map stream, the op-by-op loop (a SELECT … FOR UPDATE, a nextval and an
+-- upsert per key) was most of a cycle's time; with distinct keys (what the
+-- engine sends) the same is three statements: lock and read every row, check
+-- every expectation, write. Repeated keys keep the op-by-op walk, where a
+-- later op sees the earlier one's version. Answers {applied, results}; a
+-- failed expectation raises QS001 (the element's savepoint undoes the rest).
+create or replace function queen_streams.apply_state_ops_v1(p_qid uuid, p_pid uuid, p_ops jsonb) returns jsonb
+language plpgsql set enable_seqscan = off as $$
+declare
+  v_op       jsonb;
+  v_key      text;
+  v_expected bigint;
+  v_current  bigint;
+  v_version  bigint;
+  v_bad      record;
+  v_results  jsonb := '[]'::jsonb;
+  v_applied  int := 0;
+  v_keys     text[];
+  v_types    text[];
+  v_values   jsonb[];
+  v_expects  bigint[];
+  v_distinct boolean;
+  v_bad_type text;
+  v_has_bad  boolean;
+begin
+  if jsonb_array_length(p_ops) = 0 then
+    return jsonb_build_object('applied', 0, 'results', '[]'::jsonb);
+  end if;
+  -- The ops read once into arrays; every statement below works on those.
+  select array_agg(e->>'key' order by n), array_agg(e->>'type' order by n), array_agg(e->'value' order by n),
+         array_agg((e->>'expected_version')::bigint order by n), count(distinct e->>'key') = count(*),
+         (array_agg(e->>'type') filter (where e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete'))[1],
+         bool_or(e->>'type' is distinct from 'upsert' and e->>'type' is distinct from 'delete')
+    into v_keys, v_types, v_values, v_expects, v_distinct, v_bad_type, v_has_bad
+    from jsonb_array_elements(p_ops) with ordinality as t(e, n);
+  if v_has_bad then
+    raise exception 'unknown state op type %', v_bad_type using errcode = '22023';
+  end if;
+
+  if v_distinct then
+    -- Rows locked in key order (two cycles of one shard already serialise on
+    -- the advisory lock; the order keeps a raw caller's overlap deadlock-free).
+    perform 1 from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid and s.key = any(v_keys)
+     order by s.key for update;
+    select o.key, o.expected, coalesce(s.version, 0) as current into v_bad
+      from unnest(v_keys, v_types, v_expects) with ordinality as o(key, type, expected, ord)
+      left join queen_streams.state s on s.query_id = p_qid and s.partition_id = p_pid and s.key = o.key
+     where o.expected is not null
+       and (coalesce(s.version, 0) <> o.expected or (o.type = 'delete' and s.version is null))
+     order by o.ord limit 1;
+    if found then
+      perform queen_streams.fail('VERSION_CONFLICT',
+        format('Version conflict on state key %s: expected %s, current %s', v_bad.key, v_bad.expected, v_bad.current),
+        jsonb_build_object('key', v_bad.key, 'currentVersion', v_bad.current));
+    end if;
+
+    delete from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid
+       and s.key in (select o.key from unnest(v_keys, v_types) as o(key, type) where o.type = 'delete');
+    with ups as (
+      insert into queen_streams.state as s (query_id, partition_id, key, value, version, updated_at)
+      select p_qid, p_pid, o.key, coalesce(o.value, 'null'::jsonb), nextval('queen_streams.state_version_seq'), now()
+        from unnest(v_keys, v_types, v_values) with ordinality as o(key, type, value, n)
+       where o.type = 'upsert' order by o.n
+      on conflict (query_id, partition_id, key)
+      do update set value = excluded.value, version = excluded.version, updated_at = excluded.updated_at
+      returning s.key, s.version
+    )
+    select jsonb_agg(jsonb_build_object('key', o.key, 'type', o.type, 'version', u.version) order by o.n)
+      into v_results
+      from unnest(v_keys, v_types) with ordinality as o(key, type, n)
+      left join ups u on o.type = 'upsert' and u.key = o.key;
+    return jsonb_build_object('applied', cardinality(v_keys), 'results', v_results);
+  end if;
+
+  for v_op in select e from jsonb_array_elements(p_ops) e loop
+    v_key := v_op->>'key';
+    v_expected := (v_op->>'expected_version')::bigint;
+    select s.version into v_current from queen_streams.state s
+     where s.query_id = p_qid and s.partition_id = p_pid and s.key = v_key
+       for update;
+    if not found then v_current := null; end if;
+    if v_expected is not null and (
+         coalesce(v_current, 0) <> v_expected
+         -- a delete with expected_version fails when the row is gone
+         or (v_op->>'type' = 'delete' and v_current is null)) then
+      perform queen_streams.fail('VERSION_CONFLICT',
+        format('Version conflict on state key %s: expected %s, current %s', v_key, v_expected, coalesce(v_current, 0)),
+        jsonb_build_object('key', v_key, 'currentVersion', coalesce(v_current, 0)));
+    end if;
+    if v_op->>'type' = 'upsert' then
+      v_version := nextval('queen_streams.state_version_seq');
+      insert into queen_streams.state as s (query_id, partition_id, key, value, version, updated_at)
+      values (p_qid, p_pid, v_key, coalesce(v_op->'value', 'null'::jsonb), v_version, now())
+      on conflict (query_id, partition_id, key)
+      do update set value = excluded.value, version = excluded.version, updated_at = excluded.updated_at;
+      v_results := v_results || jsonb_build_array(jsonb_build_object('key', v_key, 'type', 'upsert', 'version', v_version));
+    else
+      delete from queen_streams.state s where s.query_id = p_qid and s.partition_id = p_pid and s.key = v_key;
+      v_results := v_results || jsonb_build_array(jsonb_build_object('key', v_key, 'type', 'delete', 'version', null));
+    end if;
+    v_applied := v_applied + 1;
+  end loop;
+  return jsonb_build_object('applied', v_applied, 'results', v_results);
+end
+$$;
