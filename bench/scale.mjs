@@ -113,7 +113,14 @@ async function round(tag, { bigQueue = null, someQueue = null } = {}) {
     groups: '/api/v1/consumer-groups?limit=100',
     dlq: '/api/v1/dlq?limit=100',
     streamQueries: '/streams/v1/queries?limit=100',
+    // Without ?limit= the console route answers its default page of 1000 queues.
     consoleQueues: '/api/v1/console/queues',
+    // What the console asks for: a page of 100, deeper pages, a name search.
+    consolePage: '/api/v1/console/queues?limit=100&offset=0',
+    consoleDeepPage: `/api/v1/console/queues?limit=100&offset=${Math.max(0, Math.floor(QUEUES / 2))}`,
+    consoleSearch: '/api/v1/console/queues?limit=100&search=q12',
+    queuesSearch: '/api/v1/resources/queues?limit=100&search=q12',
+    groupsSearch: '/api/v1/consumer-groups?limit=100&search=QUEUE',
   };
   out.listings = {};
   for (const [name, path] of Object.entries(listing)) {

@@ -25,6 +25,12 @@ export interface BrokerConfig {
   /** QUEEN_SCHEDULE_MAX_SLEEP_MS: the schedule firer's longest sleep (how soon a schedule made through another broker is seen). */
   scheduleMaxSleepMs: number;
   poolSize: number;
+  /**
+   * QUEEN_METRICS_TOP_N: most label sets a per-queue (or per-group, per-query)
+   * series shows on /metrics: the N largest, so a scrape stays bounded
+   * whatever the number of queues (default 100).
+   */
+  metricsTopN: number;
   /** QUEEN_STATEMENT_TIMEOUT_MS: server-side bound of one ordinary statement (0 = none); a long-poll pop waits outside SQL. */
   statementTimeoutMs: number;
   /** QUEEN_SHUTDOWN_TIMEOUT_MS: how long SIGTERM/SIGINT may drain before the process exits anyway. */
@@ -169,6 +175,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     scheduleMisfireMs: int(env, 'QUEEN_SCHEDULE_MISFIRE_MS', 1000),
     scheduleMaxSleepMs: int(env, 'QUEEN_SCHEDULE_MAX_SLEEP_MS', 5000),
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
+    metricsTopN: int(env, 'QUEEN_METRICS_TOP_N', 100),
     statementTimeoutMs: int(env, 'QUEEN_STATEMENT_TIMEOUT_MS', 30000),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', 25000),
     logLevel: env.QUEEN_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info',

@@ -3,6 +3,7 @@ import { consoleRoutes, QueenError } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
+import { NAME_MATCHES } from './listing-search.js';
 
 // The read-only routes behind the operator's console (packages/console):
 // who is calling, queues at a glance, and a page of a queue's messages.
@@ -34,12 +35,6 @@ interface MessageRow {
   encrypted: Buffer | null;
 }
 
-/** This broker's delivered counter per queue (queen_messages_delivered_total). */
-async function deliveredByQueue(ctx: BrokerContext): Promise<Map<string, number>> {
-  const { values } = await ctx.metrics.delivered.get();
-  return new Map(values.map((v) => [String(v.labels.queue), v.value]));
-}
-
 export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   registerRoute(app, consoleRoutes.consoleSession, async ({ request }) => ({
     // A read-only route: the auth hook has set a principal of at least that level.
@@ -51,11 +46,13 @@ export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
   }));
 
   registerRoute(app, consoleRoutes.consoleQueues, async ({ query }) => {
-    // One page of queues by name, then their partitions: depth and the
-    // oldest unacked message through the queue-mode cursor (one index probe
-    // per partition), the DLQ count through the DLQ's partition key.
+    // One page of queues by name (?search= filters first), then only their
+    // partitions: depth and the oldest unacked message through the
+    // queue-mode cursor (one index probe per partition with something
+    // pending), the DLQ count through the DLQ's partition key.
+    const search = query.search || null;
     const { rows } = await ctx.db.query<QueueRow>(
-      `with page as (select q.id, q.name from queen.queues q order by q.name limit $1 offset $2)
+      `with page as (select q.id, q.name from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2)
        select pg.name, count(p.id)::int as partitions,
               coalesce(sum(greatest(p.head_offset - ${QUEUE_MODE_FLOOR}, 0)), 0)::text as depth,
               coalesce(sum(greatest(p.head_offset - p.first_offset + 1, 0)), 0)::text as retained,
@@ -68,14 +65,13 @@ export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
          left join queen.cursors c on c.partition_id = p.id and c.consumer_group = '__QUEUE_MODE__'
          left join lateral (
            select m.created_at from queen.messages m
-            where m.partition_id = p.id and m.msg_offset > ${QUEUE_MODE_FLOOR}
+            where p.head_offset > ${QUEUE_MODE_FLOOR} and m.partition_id = p.id and m.msg_offset > ${QUEUE_MODE_FLOOR}
             order by m.msg_offset limit 1) h on true
         group by pg.id, pg.name
         order by pg.name`,
-      [query.limit, query.offset],
+      [query.limit, query.offset, search],
     );
-    const { rows: count } = await ctx.db.query<{ n: number }>('select count(*)::int as n from queen.queues');
-    const delivered = await deliveredByQueue(ctx);
+    const { rows: count } = await ctx.db.query<{ n: number }>(`select count(*)::int as n from queen.queues q where ${NAME_MATCHES('q.name', '$1')}`, [search]);
     return {
       queues: rows.map((r) => ({
         name: r.name,
@@ -83,7 +79,7 @@ export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
         depth: Number(r.depth),
         retained: Number(r.retained),
         pushedTotal: Number(r.pushed),
-        deliveredTotal: delivered.get(r.name) ?? 0,
+        deliveredTotal: ctx.metrics.delivered.value({ queue: r.name }),
         oldestUnackedSeconds: Math.max(0, r.oldest),
         dlq: r.dlq,
         lastActivity: r.lastActivity,

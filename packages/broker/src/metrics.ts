@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { TopCounter } from './metrics-top-counter.js';
 import { routes } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
@@ -15,12 +16,12 @@ export interface BrokerMetrics {
   registry: Registry;
   httpRequests: Counter<'route' | 'method' | 'status'>;
   httpDuration: Histogram<'route'>;
-  pushed: Counter<'queue'>;
-  duplicates: Counter<'queue'>;
-  delivered: Counter<'queue'>;
-  acked: Counter<'queue' | 'status'>;
-  deadLettered: Counter<'queue'>;
-  leaseExpired: Counter<'queue'>;
+  pushed: TopCounter<'queue'>;
+  duplicates: TopCounter<'queue'>;
+  delivered: TopCounter<'queue'>;
+  acked: TopCounter<'queue' | 'status'>;
+  deadLettered: TopCounter<'queue'>;
+  leaseExpired: TopCounter<'queue'>;
   longPollWaiting: Gauge;
   /** Per-query stream cycle counts (cycle route), read by /streams/v1/counters and the queen_stream_query_* series. */
   streamQueries: StreamCounters;
@@ -29,9 +30,10 @@ export interface BrokerMetrics {
 }
 
 /**
- * Most label sets one scrape-time gauge reports: the N largest values (the
- * deepest queues, the most lagging groups, ...), so a broker with thousands
- * of queues or groups still answers a bounded /metrics.
+ * Most label sets one per-queue, per-group or per-query series reports by
+ * default (QUEEN_METRICS_TOP_N): the N largest values (the deepest queues,
+ * the most lagging groups, the busiest queues' counters), so a broker with
+ * thousands of queues or groups still answers a bounded /metrics.
  */
 export const GAUGE_TOP_N = 100;
 
@@ -42,7 +44,7 @@ interface SqlGaugeSpec<L extends string> {
   name: string;
   help: string;
   labelNames: L[];
-  /** One statement; `$1` = GAUGE_TOP_N. Rows carry the labels and `v`. */
+  /** One statement; `$1` = the top N (QUEEN_METRICS_TOP_N). Rows carry the labels and `v`. */
   sql: string;
 }
 
@@ -55,7 +57,7 @@ interface SqlGaugeSpec<L extends string> {
 const sqlGauges: SqlGaugeSpec<string>[] = [
   {
     name: 'queen_queue_depth',
-    help: `Messages after the queue-mode cursor (__QUEUE_MODE__, the default group), per queue; the ${GAUGE_TOP_N} deepest queues`,
+    help: `Messages after the queue-mode cursor (__QUEUE_MODE__, the default group), per queue; the N deepest queues`,
     labelNames: ['queue'],
     sql: `select p.queue_name as queue, sum(${LAG})::bigint as v
             from queen.partitions p
@@ -64,7 +66,7 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
   {
     name: 'queen_group_lag_messages',
-    help: `Retained messages not yet acked, per queue and consumer group; the ${GAUGE_TOP_N} largest`,
+    help: `Retained messages not yet acked, per queue and consumer group; the N largest`,
     labelNames: ['queue', 'group'],
     sql: `select p.queue_name as queue, c.consumer_group as "group", sum(${LAG})::bigint as v
             from queen.cursors c join queen.partitions p on p.id = c.partition_id
@@ -72,20 +74,30 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
   {
     name: 'queen_group_lag_seconds',
-    help: `Age of the oldest message not yet acked, per queue and consumer group (0 when caught up); the ${GAUGE_TOP_N} largest`,
+    help: 'Age of the oldest message not yet acked, per queue and consumer group (0 when caught up); for the N pairs with the most messages lagging',
     labelNames: ['queue', 'group'],
-    sql: `select p.queue_name as queue, c.consumer_group as "group",
-                 coalesce(max(extract(epoch from now() - h.created_at)), 0)::float8 as v
-            from queen.cursors c join queen.partitions p on p.id = c.partition_id
-            left join lateral (
-              select m.created_at from queen.messages m
-               where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
-               order by m.msg_offset limit 1) h on true
-           group by 1, 2 order by v desc, 1, 2 limit $1`,
+    // The N (queue, group) pairs with the most messages lagging first (arithmetic
+    // on cursor rows), then one index probe per lagging partition of those
+    // pairs only: a probe per cursor of every group would follow the number
+    // of partitions (70k probes, ~0.5 s a scrape at 70k partitions).
+    sql: `with top as (
+            select p.queue_id, p.queue_name as queue, c.consumer_group as grp
+              from queen.cursors c join queen.partitions p on p.id = c.partition_id
+             group by 1, 2, 3 order by sum(${LAG}) desc, 2, 3 limit $1)
+          select t.queue, t.grp as "group", coalesce((
+                   select max(extract(epoch from now() - h.created_at))
+                     from queen.partitions p
+                     join queen.cursors c on c.partition_id = p.id and c.consumer_group = t.grp
+                     cross join lateral (
+                       select m.created_at from queen.messages m
+                        where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+                        order by m.msg_offset limit 1) h
+                    where p.queue_id = t.queue_id and ${LAG} > 0), 0)::float8 as v
+            from top t order by v desc, 1, 2`,
   },
   {
     name: 'queen_dlq_depth',
-    help: `DLQ entries per queue (every group); the ${GAUGE_TOP_N} largest`,
+    help: `DLQ entries per queue (every group); the N largest`,
     labelNames: ['queue'],
     sql: `select p.queue_name as queue, count(*)::bigint as v
             from queen.dlq d join queen.partitions p on p.id = d.partition_id
@@ -93,7 +105,7 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
   {
     name: 'queen_stream_lag_messages',
-    help: `Source messages not yet acked by a stream query's default consumer group (streams.<name>); the ${GAUGE_TOP_N} largest`,
+    help: `Source messages not yet acked by a stream query's default consumer group (streams.<name>); the N largest`,
     labelNames: ['query'],
     sql: `select q.name as query, coalesce(sum(${LAG}), 0)::bigint as v
             from queen_streams.queries q
@@ -104,7 +116,7 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
   {
     name: 'queen_stream_state_rows',
-    help: `State rows (open windows, gate state) per stream query; the ${GAUGE_TOP_N} largest`,
+    help: `State rows (open windows, gate state) per stream query; the N largest`,
     labelNames: ['query'],
     sql: `select q.name as query, count(s.key)::bigint as v
             from queen_streams.queries q left join queen_streams.state s on s.query_id = q.query_id
@@ -121,6 +133,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
   const registry = new Registry();
   const registers = [registry];
   const pool = ctx.db.pool;
+  const topN = ctx.config.metricsTopN;
   // Node process metrics (CPU, memory, event loop lag, GC, handles) on this broker's registry.
   collectDefaultMetrics({ register: registry });
   const collectErrors = new Counter({
@@ -132,12 +145,12 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
   for (const spec of sqlGauges) {
     new Gauge({
       name: spec.name,
-      help: spec.help,
+      help: spec.help.replace(/\bN\b/, String(topN)),
       labelNames: spec.labelNames,
       registers,
       async collect() {
         try {
-          const { rows } = await ctx.db.query<Record<string, string | number>>(spec.sql, [GAUGE_TOP_N]);
+          const { rows } = await ctx.db.query<Record<string, string | number>>(spec.sql, [topN]);
           this.reset();
           for (const row of rows) {
             this.set(Object.fromEntries(spec.labelNames.map((l) => [l, String(row[l])])), Number(row.v));
@@ -151,7 +164,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     });
   }
   const streamQueries = new StreamCounters();
-  registerStreamQuerySeries(ctx, registers, collectErrors);
+  registerStreamQuerySeries(ctx, registers, collectErrors, topN);
   new Gauge({
     name: 'queen_db_pool_connections',
     help: 'PostgreSQL pool connections by state (total, idle, active, waiting requests)',
@@ -175,12 +188,12 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     }),
-    pushed: new Counter({ name: 'queen_messages_pushed_total', help: 'Messages appended (status queued)', labelNames: ['queue'], registers }),
-    duplicates: new Counter({ name: 'queen_messages_duplicate_total', help: 'Pushed items answered duplicate', labelNames: ['queue'], registers }),
-    delivered: new Counter({ name: 'queen_messages_delivered_total', help: 'Messages returned by pops', labelNames: ['queue'], registers }),
-    acked: new Counter({ name: 'queen_messages_acked_total', help: 'Ack items applied, by status', labelNames: ['queue', 'status'], registers }),
-    deadLettered: new Counter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered (by acks, and by pops that cannot decrypt the head of a partition)', labelNames: ['queue'], registers }),
-    leaseExpired: new Counter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers }),
+    pushed: new TopCounter({ name: 'queen_messages_pushed_total', help: 'Messages appended (status queued)', labelNames: ['queue'], registers, topN }),
+    duplicates: new TopCounter({ name: 'queen_messages_duplicate_total', help: 'Pushed items answered duplicate', labelNames: ['queue'], registers, topN }),
+    delivered: new TopCounter({ name: 'queen_messages_delivered_total', help: 'Messages returned by pops', labelNames: ['queue'], registers, topN }),
+    acked: new TopCounter({ name: 'queen_messages_acked_total', help: 'Ack items applied, by status', labelNames: ['queue', 'status'], registers, topN }),
+    deadLettered: new TopCounter({ name: 'queen_dlq_messages_total', help: 'Messages dead-lettered (by acks, and by pops that cannot decrypt the head of a partition)', labelNames: ['queue'], registers, topN }),
+    leaseExpired: new TopCounter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers, topN }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
     streamQueries,
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
@@ -192,15 +205,15 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
  * Per-query stream series from the cycle route's counters (stream-counters.ts):
  * cycles, idle flushes, emitted sink messages, errors and the last commit
  * time, labelled by query name. Counted per broker process; at most
- * GAUGE_TOP_N registered queries, those with the most cycles, so the label
+ * QUEEN_METRICS_TOP_N registered queries, those with the most cycles, so the label
  * set stays bounded.
  */
-function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], collectErrors: Counter<'gauge'>): void {
+function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], collectErrors: Counter<'gauge'>, topN: number): void {
   let pending: Promise<NamedQueryCounts[]> | undefined;
   // The series share one read per scrape: the first collect starts it, the others await it.
   const counts = () => {
     pending ??= namedStreamCounts(ctx)
-      .then((all) => [...all].sort((a, b) => b.cycles - a.cycles || (a.name < b.name ? -1 : 1)).slice(0, GAUGE_TOP_N))
+      .then((all) => [...all].sort((a, b) => b.cycles - a.cycles || (a.name < b.name ? -1 : 1)).slice(0, topN))
       .finally(() => setImmediate(() => (pending = undefined)));
     return pending;
   };
@@ -218,7 +231,7 @@ function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], co
     },
   ];
   for (const spec of series) {
-    const options = { name: spec.name, help: `${spec.help}; the ${GAUGE_TOP_N} queries with the most cycles`, labelNames: ['query'] as const, registers };
+    const options = { name: spec.name, help: `${spec.help}; the ${topN} queries with the most cycles`, labelNames: ['query'] as const, registers };
     const fill = async (put: (query: string, v: number) => void, reset: () => void) => {
       try {
         const rows = await counts();

@@ -2,18 +2,22 @@ import type { FastifyInstance } from 'fastify';
 import { QueenError, routes } from '@queen-mq/protocol';
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
+import { NAME_MATCHES } from './listing-search.js';
 
 export function queueRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  // Listings are paged (?limit=&offset=, PROTOCOL §5.10): a broker with
-  // many queues or partitions never builds one unbounded answer.
+  // Listings are paged (?limit=&offset=, PROTOCOL §5.10) and searchable by
+  // name (?search=, extension): a broker with many queues or partitions
+  // never builds one unbounded answer, and the page's partition counts are
+  // counted for the page only.
   registerRoute(app, routes.queueList, async ({ query }) => {
+    const search = query.search || null;
     const { rows } = await ctx.db.query(
       `select q.name, q.namespace, q.task, (select count(*)::int from queen.partitions p where p.queue_id = q.id) as partitions,
               queen.iso(q.created_at) as "createdAt"
-         from queen.queues q order by q.name limit $1 offset $2`,
-      [query.limit, query.offset],
+         from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2`,
+      [query.limit, query.offset, search],
     );
-    const { rows: count } = await ctx.db.query<{ n: number }>('select count(*)::int as n from queen.queues');
+    const { rows: count } = await ctx.db.query<{ n: number }>(`select count(*)::int as n from queen.queues q where ${NAME_MATCHES('q.name', '$1')}`, [search]);
     return { queues: rows, pagination: { limit: query.limit, offset: query.offset }, total: count[0]!.n };
   });
 

@@ -203,6 +203,55 @@ describe('operator console in Chromium', () => {
     expect(JSON.parse(await page.textContent('[data-testid=payload] pre') ?? '')).toEqual({ amount: 3 });
   });
 
+  it('queues: the broker searches and pages the list (125 matching queues: 100, then 25)', async () => {
+    const { page } = admin;
+    const many = uniqueName('many');
+    const names = Array.from({ length: 125 }, (_, i) => `${many}-${String(i).padStart(3, '0')}`);
+    const res = await http('POST', '/api/v1/push', { items: names.map((queue) => ({ queue, payload: 1 })) });
+    expect(res.status).toBe(201);
+    const listed = () => page.$$eval('[data-testid=queues] tbody tr', (rows) => rows.map((r) => r.getAttribute('data-queue')));
+    const requests: string[] = [];
+    page.on('request', (r) => void (r.url().includes('/api/v1/console/queues') && requests.push(r.url())));
+
+    await open(page, '#/queues');
+    await page.waitForSelector('[data-testid=queues]');
+    await page.fill('input[name=search]', many);
+    await textOf(page, '[data-testid=pager-range]', /^1–100 of 125$/);
+    const first = await listed();
+    expect(first).toEqual(names.slice(0, 100));
+    // The filter and the page went to the broker, which answered one page.
+    expect(requests.some((u) => u.includes(`search=${many}`) && u.includes('limit=100') && u.includes('offset=0'))).toBe(true);
+
+    await page.click('[data-testid=pager] button:has-text("Next")');
+    await textOf(page, '[data-testid=pager-range]', /^101–125 of 125$/);
+    const second = await listed();
+    expect(second).toEqual(names.slice(100));
+    expect(new Set([...first, ...second]).size).toBe(125);
+
+    // A new search starts again at the first page.
+    await page.fill('input[name=search]', `${many}-12`);
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid=queues] tbody tr').length === n, 5);
+    expect(await listed()).toEqual(names.slice(120));
+    expect(await page.$('[data-testid=pager]')).toBeNull();
+    await page.fill('input[name=search]', `${many}-none`);
+    await textOf(page, 'main p.muted', /No queue name contains/);
+  });
+
+  it('consumer groups: the broker searches the list', async () => {
+    const { page } = admin;
+    const group = `streams.${queryId}`;
+    await open(page, '#/groups');
+    await page.waitForSelector(`[data-testid=groups] tr[data-group="${group}"]`);
+    await page.fill('input[name=search]', queryId);
+    await page.waitForFunction(
+      (g) => {
+        const rows = [...document.querySelectorAll('[data-testid=groups] tbody tr')];
+        return rows.length === 1 && rows[0]!.getAttribute('data-group') === g;
+      },
+      group,
+    );
+  });
+
   it('consumer groups: the stream group with lag per partition and its subscription mode', async () => {
     const { page } = admin;
     const group = `streams.${queryId}`;

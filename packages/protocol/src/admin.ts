@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ackStatus } from './ack.js';
 import { pushItem } from './push.js';
 import type { RouteSpec } from './routes.js';
-import { isoTime, listPageQuery, name255, offset, queryBool, queryInt, queueName, uuid } from './values.js';
+import { isoTime, listSearchQuery, name255, offset, queryBool, queryInt, queueName, uuid } from './values.js';
 
 // Schemas of the administrative and semantic routes (PROTOCOL §5.1, §5.2
 // delete, §5.7, §5.8, §5.9, §5.10): configure, queue delete, consumer groups,
@@ -427,7 +427,7 @@ function route<const S extends RouteSpec>(spec: S): S {
 export const adminRoutes = {
   configure: route({ method: 'POST', url: '/api/v1/configure', level: 'read-write', summary: 'Create or configure a queue (options merge)', body: configureBody, response: configureResponse }),
   queueDelete: route({ method: 'DELETE', url: '/api/v1/resources/queues/:queue', level: 'admin', summary: 'Delete a queue and everything it holds', params: adminQueueParams, response: queueDeleteResponse }),
-  groupList: route({ method: 'GET', url: '/api/v1/consumer-groups', level: 'read-only', summary: 'Consumer groups with lag and state (paged by name: limit, offset)', query: listPageQuery, response: groupListResponse }),
+  groupList: route({ method: 'GET', url: '/api/v1/consumer-groups', level: 'read-only', summary: 'Consumer groups with lag and state (paged by name: limit, offset; search by name)', query: listSearchQuery, response: groupListResponse }),
   groupDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group', level: 'admin', summary: 'Delete a consumer group on every queue', params: adminGroupParams, query: groupDeleteQuery, response: groupDeleteResponse }),
   groupQueueDelete: route({ method: 'DELETE', url: '/api/v1/consumer-groups/:group/queues/:queue', level: 'admin', summary: 'Delete a consumer group on one queue', params: groupQueueParams, query: groupDeleteQuery, response: groupDeleteResponse }),
   seekQueue: route({ method: 'POST', url: '/api/v1/consumer-groups/:group/queues/:queue/seek', level: 'read-write', summary: 'Move the group cursor of every partition of a queue', params: groupQueueParams, body: queueSeekBody, response: queueSeekResponse }),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { RouteSpec } from './routes.js';
-import { listPageQuery, name255, offset, queryInt, queueName } from './values.js';
+import { listPageQuery, listSearchQuery, name255, offset, queryInt, queueName } from './values.js';
 
 // Read-only routes the operator's console (packages/console) reads, all
 // extensions (PROTOCOL §2 lists none of them). Anything that acts (seek,
@@ -198,8 +198,8 @@ export const consoleRoutes = {
     method: 'GET',
     url: '/api/v1/console/queues',
     level: 'read-only',
-    summary: 'Queues with depth, retained messages, push/pop counters, oldest unacked age and DLQ size (paged by name: limit, offset)',
-    query: listPageQuery,
+    summary: 'Queues with depth, retained messages, push/pop counters, oldest unacked age and DLQ size (paged by name: limit, offset; search by name)',
+    query: listSearchQuery,
     response: consoleQueuesResponse,
   }),
   consoleMessages: route({

@@ -10,7 +10,7 @@ import { pushBody, pushResponse } from './push.js';
 import { groupDetailResponse, queueDetailResponse, queueListResponse } from './resources.js';
 import { scheduleRoutes } from './schedules.js';
 import { streamRoutes } from './streams.js';
-import { listPageQuery, name255, queueName } from './values.js';
+import { listPageQuery, listSearchQuery, name255, queryInt, queueName } from './values.js';
 
 /** Access levels nest: admin ⊇ read-write ⊇ read-only. */
 export type AccessLevel = 'public' | 'read-only' | 'read-write' | 'admin';
@@ -52,15 +52,15 @@ export const routes = {
   ack: route({ method: 'POST', url: '/api/v1/ack', level: 'read-write', summary: 'Acknowledge one message', body: ackBody, response: ackResponse }),
   ackBatch: route({ method: 'POST', url: '/api/v1/ack/batch', level: 'read-write', summary: 'Acknowledge many messages', body: ackBatchBody, response: ackResponse }),
   leaseExtend: route({ method: 'POST', url: '/api/v1/lease/:leaseId/extend', level: 'read-write', summary: 'Extend a live lease', params: leaseExtendParams, body: leaseExtendBody, response: leaseExtendResponse }),
-  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues (paged: limit, offset)', query: listPageQuery, response: queueListResponse }),
+  queueList: route({ method: 'GET', url: '/api/v1/resources/queues', level: 'read-only', summary: 'List queues (paged: limit, offset; search by name)', query: listSearchQuery, response: queueListResponse }),
   queueGet: route({ method: 'GET', url: '/api/v1/resources/queues/:queue', level: 'read-only', summary: 'Queue detail with partitions and offsets (partitions paged: limit, offset)', params: queueParams, query: listPageQuery, response: queueDetailResponse }),
   groupGet: route({
     method: 'GET',
     url: '/api/v1/consumer-groups/:group',
     level: 'read-only',
-    summary: 'Consumer group detail: cursors, lag, leases',
+    summary: 'Consumer group detail: cursors, lag, leases (partitions pageable: limit, offset; every partition without limit, as in v1)',
     params: groupParams,
-    query: z.object({ queue: queueName.optional() }),
+    query: z.object({ queue: queueName.optional(), limit: queryInt(1, 2147483647).optional(), offset: queryInt(0, 2147483647).default(0) }),
     response: groupDetailResponse,
   }),
 } satisfies Record<string, RouteSpec>;

@@ -61,4 +61,14 @@ export const listPageQuery = z.object({
 });
 export type ListPageQuery = z.infer<typeof listPageQuery>;
 
+/**
+ * A paged listing by name with `?search=` (extension): only names containing
+ * that text (case-sensitive), counted in `total` where the route has one.
+ * Absent or empty: every name, as in the v1 API.
+ */
+export const listSearchQuery = listPageQuery.extend({
+  search: z.string().max(255).optional(),
+});
+export type ListSearchQuery = z.infer<typeof listSearchQuery>;
+
 export const payload = z.unknown();

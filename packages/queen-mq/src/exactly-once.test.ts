@@ -1,26 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { collectUntil, configureSource, cursorOf, drain, sleep, sumOf } from '../test/helpers.js';
+import { killAllWorkers, killHard, spawnWorker } from '../test/worker-process.js';
 
 // Exactly-once under crashes: the runner lives in a child process that is
 // SIGKILLed at random moments (mid-pop, mid-cycle, mid-flush) and restarted.
 // Whatever was committed stays committed once; whatever was not comes back
 // with its lease and is rebuilt from the same input.
 
-const here = dirname(fileURLToPath(import.meta.url));
-const testDir = join(here, '..', 'test');
-const repoRoot = join(here, '..', '..', '..');
-
 let b: TestBroker;
-const children = new Set<ChildProcess>();
 beforeAll(async () => {
   b = await startTestBroker();
 });
 afterAll(async () => {
-  for (const c of children) c.kill('SIGKILL');
+  killAllWorkers();
   await b?.stop();
 });
 
@@ -28,15 +22,7 @@ afterAll(async () => {
 const commits = new Map<ChildProcess, number>();
 
 function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  // node itself with tsx as a loader (not the tsx CLI, which forks a second
-  // process that a SIGKILL of the first would leave running).
-  const child = spawn(process.execPath, ['--import', 'tsx', join(testDir, 'crash-worker.ts')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env, TSX_TSCONFIG_PATH: join(testDir, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  child.on('exit', () => children.delete(child));
+  const child = spawnWorker('crash-worker.ts', env);
   let err = '';
   child.stderr!.on('data', (d) => {
     err += d;
@@ -58,14 +44,6 @@ function startWorker(env: Record<string, string>): Promise<ChildProcess> {
       clearTimeout(timer);
       reject(new Error(`worker exited (${code}) before ready: ${err}`));
     });
-  });
-}
-
-function killHard(child: ChildProcess): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    child.kill('SIGKILL');
   });
 }
 

@@ -89,22 +89,50 @@ export function time(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
 
-export function Pager({ offset, limit, total, onChange }: { offset: number; limit: number; total: number; onChange: (offset: number) => void }) {
-  if (total <= limit && offset === 0) return null;
+/**
+ * Previous/next over a server-side paged list: by `total` when the route
+ * counts its rows, else by `more` (the route answered a row past the page).
+ */
+export function Pager({ offset, limit, shown, total, more, onChange }: { offset: number; limit: number; shown: number; total?: number; more?: boolean; onChange: (offset: number) => void }) {
+  const hasNext = total === undefined ? Boolean(more) : offset + limit < total;
+  if (!hasNext && offset === 0) return null;
   return (
-    <div class="toolbar">
+    <div class="toolbar" data-testid="pager">
       <button disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - limit))}>
         Previous
       </button>
-      <span class="muted">
-        {total === 0 ? 0 : offset + 1}–{Math.min(offset + limit, total)} of {total}
+      <span class="muted" data-testid="pager-range">
+        {shown === 0 ? 0 : offset + 1}–{offset + shown}
+        {total === undefined ? '' : ` of ${total}`}
       </span>
-      <button disabled={offset + limit >= total} onClick={() => onChange(offset + limit)}>
+      <button disabled={!hasNext} onClick={() => onChange(offset + limit)}>
         Next
       </button>
     </div>
   );
 }
+
+/** A name filter for a server-side listing: reports its text once typing pauses, so each keystroke is not a request. */
+export function SearchBox({ placeholder, onChange }: { placeholder: string; onChange: (text: string) => void }) {
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  return (
+    <div class="toolbar">
+      <input
+        type="search"
+        name="search"
+        placeholder={placeholder}
+        onInput={(e) => {
+          const text = (e.target as HTMLInputElement).value.trim();
+          clearTimeout(timer.current);
+          timer.current = setTimeout(() => onChange(text), SEARCH_PAUSE_MS);
+        }}
+      />
+    </div>
+  );
+}
+
+const SEARCH_PAUSE_MS = 250;
 
 export function Section({ title, children }: { title: string; children: ComponentChildren }) {
   return (

@@ -151,7 +151,7 @@ export function DlqPage({ level, query }: { level: AccessLevel; query: URLSearch
             </tbody>
           </table>
           {data.messages.length === 0 ? <p class="muted">The DLQ is empty{queue || group ? ' for this filter' : ''}.</p> : null}
-          <Pager offset={offset} limit={PAGE} total={data.total} onChange={setOffset} />
+          <Pager offset={offset} limit={PAGE} shown={data.messages.length} total={data.total} onChange={setOffset} />
           {shown ? (
             <div data-testid="dlq-payload">
               <h3>

@@ -1,18 +1,31 @@
 import type { AccessLevel } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
-import { confirmed, duration, ErrorBox, Section, time, usePoll } from './components.js';
+import { confirmed, duration, ErrorBox, Pager, SearchBox, Section, time, usePoll } from './components.js';
 import { href, navigate } from './router.js';
 
 const REFRESH_MS = 5000;
+const PAGE = 100;
+const DETAIL_ROWS = 1000;
 
 const stateBadge = { Stable: 'ok', Lagging: 'warn', Dead: 'bad' } as const;
 
 export function GroupsPage() {
-  const { data, error } = usePoll(() => call('groupList', { query: { limit: 1000 } }), [], REFRESH_MS);
+  // A page of groups searched and paged by the broker; one row past the page says whether there is a next.
+  const [offset, setOffset] = useState(0);
+  const [search, setSearch] = useState('');
+  const { data: rows, error } = usePoll(() => call('groupList', { query: { limit: PAGE + 1, offset, search } }), [offset, search], REFRESH_MS);
+  const data = rows?.slice(0, PAGE);
   return (
     <>
       <h2>Consumer groups</h2>
+      <SearchBox
+        placeholder="Search groups by name"
+        onChange={(text) => {
+          setSearch(text);
+          setOffset(0);
+        }}
+      />
       <ErrorBox error={error} />
       {data ? (
         <table data-testid="groups">
@@ -48,13 +61,15 @@ export function GroupsPage() {
           </tbody>
         </table>
       ) : null}
-      {data?.length === 0 ? <p class="muted">No consumer groups yet: a group appears with its first pop.</p> : null}
+      {data?.length === 0 ? <p class="muted">{search ? `No group name contains “${search}”.` : 'No consumer groups yet: a group appears with its first pop.'}</p> : null}
+      {data ? <Pager offset={offset} limit={PAGE} shown={data.length} more={rows!.length > PAGE} onChange={setOffset} /> : null}
     </>
   );
 }
 
 export function GroupPage({ name, level }: { name: string; level: AccessLevel }) {
-  const { data, error, reload } = usePoll(() => call('groupGet', { params: { group: name } }), [name], REFRESH_MS);
+  // At most DETAIL_ROWS partitions: a group may read tens of thousands.
+  const { data, error, reload } = usePoll(() => call('groupGet', { params: { group: name }, query: { limit: DETAIL_ROWS } }), [name], REFRESH_MS);
   const [notice, setNotice] = useState<string | undefined>();
   const [actionError, setActionError] = useState<Error | undefined>();
   const [when, setWhen] = useState<Record<string, string>>({});
@@ -84,7 +99,7 @@ export function GroupPage({ name, level }: { name: string; level: AccessLevel })
       {notice ? <div class="notice">{notice}</div> : null}
       {data ? (
         <>
-          <Section title="Partitions">
+          <Section title={data.partitions.length === DETAIL_ROWS ? `Partitions (the first ${DETAIL_ROWS} by queue and name)` : 'Partitions'}>
             <table data-testid="group-partitions">
               <thead>
                 <tr>

@@ -1,6 +1,6 @@
 import { useRef, useState } from 'preact/hooks';
 import { call } from './api.js';
-import { duration, ErrorBox, Json, Pager, preview, Section, time, usePoll } from './components.js';
+import { duration, ErrorBox, Json, Pager, preview, SearchBox, Section, time, usePoll } from './components.js';
 import { href, navigate } from './router.js';
 
 const PAGE = 100;
@@ -20,12 +20,15 @@ function rate(prev: Sample | undefined, now: Sample, key: 'pushed' | 'delivered'
 }
 
 export function QueuesPage() {
+  // One page at a time, searched and paged by the broker: the console never
+  // holds every queue of a broker with thousands.
   const [offset, setOffset] = useState(0);
+  const [search, setSearch] = useState('');
   // The two latest reads per queue: rates are their difference (the broker keeps counters, not rates).
   const samples = useRef(new Map<string, [Sample | undefined, Sample]>());
   const { data, error } = usePoll(
     async () => {
-      const page = await call('consoleQueues', { query: { limit: PAGE, offset } });
+      const page = await call('consoleQueues', { query: { limit: PAGE, offset, search } });
       const at = Date.parse(page.serverTime);
       for (const q of page.queues) {
         const last = samples.current.get(q.name)?.[1];
@@ -33,12 +36,19 @@ export function QueuesPage() {
       }
       return page;
     },
-    [offset],
+    [offset, search],
     REFRESH_MS,
   );
   return (
     <>
       <h2>Queues</h2>
+      <SearchBox
+        placeholder="Search queues by name"
+        onChange={(text) => {
+          setSearch(text);
+          setOffset(0);
+        }}
+      />
       <ErrorBox error={error} />
       {data ? (
         <>
@@ -81,8 +91,8 @@ export function QueuesPage() {
               })}
             </tbody>
           </table>
-          {data.queues.length === 0 ? <p class="muted">No queues yet.</p> : null}
-          <Pager offset={offset} limit={PAGE} total={data.total} onChange={setOffset} />
+          {data.queues.length === 0 ? <p class="muted">{search ? `No queue name contains “${search}”.` : 'No queues yet.'}</p> : null}
+          <Pager offset={offset} limit={PAGE} shown={data.queues.length} total={data.total} onChange={setOffset} />
           <p class="muted">
             Depth and oldest unacked are measured at the queue-mode cursor. Push/s comes from the partitions' head offsets (every broker); pop/s from this
             broker's pops since it started. Both are averaged between refreshes ({REFRESH_MS / 1000} s).
