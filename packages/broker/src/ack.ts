@@ -3,6 +3,7 @@ import { ackResultsOf, routes, type AckAnswer, type AckItem, type AckResult } fr
 import type { BrokerContext } from './context.js';
 import { registerRoute } from './http.js';
 import { tally } from './metrics.js';
+import type { WaitRoom } from './wait-room.js';
 import { ACK_SQL, ackParams, type AckCall, type AckRow, type AckRun } from './sql/queen.log_ack_v2.js';
 
 /** An offset as PostgreSQL prints a bigint: the answer repeats the item's own. */
@@ -60,6 +61,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   const claimable = new Set(acked.claimable);
   const woken = new Set<string>();
   results.forEach((r, i) => {
+    if (r.retryAt && r.queueName && r.partitionName) wakeAtRetry(room, group, r.queueName, r.partitionName, r.retryAt);
     if (!r.leaseReleased || !r.queueName || !r.partitionName) return;
     const key = `${r.queueName}\u0000${r.partitionName}`;
     if (woken.has(key)) return;
@@ -69,6 +71,18 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
     }
   });
   return results;
+}
+
+/**
+ * A failed item held its partition back for the queue's retry delay: this
+ * broker's parked pops of the group for it are woken when the delay passes
+ * (a timer, not a re-check: the re-check runs once a second). Other brokers'
+ * parked pops see it at their next re-check.
+ */
+function wakeAtRetry(room: WaitRoom, group: string, queue: string, partition: string, retryAt: string): void {
+  // A few ms late on purpose: PostgreSQL's clock stamped retryAt, and a wake before it finds nothing.
+  const timer = setTimeout(() => room.wakeGroup(queue, group, [partition]), Math.max(0, Date.parse(retryAt) - Date.now()) + 5);
+  timer.unref();
 }
 
 function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): void {

@@ -41,6 +41,8 @@ const everyOption = {
   maxWaitTimeSeconds: 400,
   leaseExpiryCountsAsFailure: true,
   retryDelay: 5,
+  retryBackoff: 'exponential',
+  retryDelayMax: 60000,
   ttl: 7,
   maxSize: 8,
   priority: 4,

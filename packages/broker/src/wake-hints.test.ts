@@ -19,7 +19,8 @@ beforeAll(async () => {
     if (typeof text === 'object' && text?.name === 'queen_pop') {
       pops.all += 1;
       pops.byGroup.set(String(values?.[2]), (pops.byGroup.get(String(values?.[2])) ?? 0) + 1);
-      if (result.rows[0]?.count === 0) pops.empty += 1;
+      // Found nothing: no row carries a message (the pop's rows have no count column).
+      if (!result.rows.some((r: any) => r.msg_offset !== null)) pops.empty += 1;
       const hold = holdPop;
       holdPop = null;
       if (hold) await hold();

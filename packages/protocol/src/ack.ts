@@ -38,6 +38,11 @@ export const ackResult = z.object({
   dlq: z.boolean(),
   offset: z.string().nullable(),
   alreadyAcked: z.boolean(),
+  /**
+   * A failed item held back by the queue's retryDelay: when its consumer
+   * group sees the partition again (ISO time). Absent otherwise.
+   */
+  retryAt: z.string().optional(),
 });
 export type AckResult = z.infer<typeof ackResult>;
 export const ackResponse = z.array(ackResult);

@@ -24,13 +24,28 @@ export const queueOptionDefaults = {
   leaseExpiryCountsAsFailure: false,
   encryptionEnabled: false,
   retryDelay: 1000,
+  retryBackoff: 'fixed',
+  retryDelayMax: 0,
   ttl: 3600,
   maxSize: 0,
   priority: 0,
   deadLetterQueue: false,
   dlqAfterMaxRetries: false,
 } as const;
-export type QueueOptions = { -readonly [K in keyof typeof queueOptionDefaults]: (typeof queueOptionDefaults)[K] extends boolean ? boolean : number };
+export type QueueOptions = {
+  -readonly [K in keyof typeof queueOptionDefaults]: (typeof queueOptionDefaults)[K] extends boolean ? boolean : (typeof queueOptionDefaults)[K] extends string ? RetryBackoff : number;
+};
+
+/** How the retry delay grows per failure of the head message (PROTOCOL §3.5). */
+export const retryBackoff = z.enum(['fixed', 'exponential']);
+export type RetryBackoff = z.infer<typeof retryBackoff>;
+
+/**
+ * Options stored only when set: retryDelay is applied only when a queue sets
+ * it (Queen stores a default of 1000 and never applies it; we echo that
+ * default and keep redelivering at once).
+ */
+export const optionsStoredWhenSet = ['retryDelay'] as const;
 
 /** Each option: omitted keeps its value, `null` resets it to the default (merge, fix). */
 export const queueOptionsPatch = z.object({
@@ -44,7 +59,11 @@ export const queueOptionsPatch = z.object({
   maxWaitTimeSeconds: seconds.nullable().optional(),
   leaseExpiryCountsAsFailure: z.boolean().nullable().optional(),
   encryptionEnabled: z.boolean().nullable().optional(),
+  /** Milliseconds a failed message waits before its group sees it again; applied only when set. */
   retryDelay: seconds.nullable().optional(),
+  retryBackoff: retryBackoff.nullable().optional(),
+  /** Milliseconds that bound the retry delay (0: no bound). */
+  retryDelayMax: seconds.nullable().optional(),
   ttl: seconds.nullable().optional(),
   maxSize: seconds.nullable().optional(),
   priority: z.number().int().min(-INT_MAX).max(INT_MAX).nullable().optional(),

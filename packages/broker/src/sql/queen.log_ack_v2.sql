@@ -78,6 +78,7 @@ declare
   v_item_released boolean;
   v_dlq           boolean;
   v_res           jsonb;
+  v_retry_at      timestamptz;  -- a failed item's retry delay ends then (null: none)
 begin
   -- 1. A pop's run.
   <<run>>
@@ -340,6 +341,14 @@ begin
         v_dlq := true;
       else
         perform queen.log_release_lease_v1(v_item.pid, p_group);
+        -- The partition waits for the queue's retry delay, if it sets one
+        -- (issue 32): the pop skips it for this group until retry_at.
+        v_retry_at := now() + make_interval(secs => queen.retry_delay_ms_v1(v_item.options, v_count) / 1000);
+        if v_retry_at > now() then
+          update queen.cursors c set retry_at = v_retry_at where c.partition_id = v_item.pid and c.consumer_group = p_group;
+        else
+          v_retry_at := null;
+        end if;
         v_item_released := v_cur.lease_id is not null;
         if v_item_released then
           v_ended := v_ended || jsonb_build_object(v_item.pid::text, jsonb_build_object('lease', v_cur.lease_id, 'last', v_cur.lease_last_offset));
@@ -356,6 +365,10 @@ begin
     end if;
 
     v_results[v_item.idx] := v_res || jsonb_build_object('success', true, 'leaseReleased', v_item_released, 'dlq', v_dlq);
+    if v_retry_at is not null then
+      v_results[v_item.idx] := v_results[v_item.idx] || jsonb_build_object('retryAt', queen.iso(v_retry_at));
+      v_retry_at := null;
+    end if;
   end loop;
 
   return query select null::bigint, null::text, null::text, to_jsonb(v_results);

@@ -1,5 +1,7 @@
 -- Whether a pop of p_group on the queue (or on its one partition) could
 -- claim something now.
+-- A partition whose retry delay runs for the group (queen.cursors.retry_at,
+-- set by a failed ack on a queue with retryDelay) has nothing to claim.
 create or replace function queen.log_claimable_any_v1(p_queue_id uuid, p_partition_id uuid, p_group text) returns boolean
 language sql volatile set enable_seqscan = off as $$
   select exists (
@@ -9,5 +11,6 @@ language sql volatile set enable_seqscan = off as $$
      where p.queue_id = p_queue_id
        and (p_partition_id is null or p.id = p_partition_id)
        and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-       and (c.lease_id is null or c.lease_expires_at <= now()))
+       and (c.lease_id is null or c.lease_expires_at <= now())
+       and (c.retry_at is null or c.retry_at <= now()))
 $$;

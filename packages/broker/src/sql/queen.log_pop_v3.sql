@@ -9,6 +9,9 @@
 -- length, plus the envelope's fields and names.
 -- A pop of one partition finds its cursor row and its candidate by the
 -- partition's id (issue 31).
+-- A partition whose retry delay runs for the group (queen.cursors.retry_at:
+-- a failed ack on a queue with retryDelay, issue 32) is no candidate until
+-- it passes; the failed message is then the first one claimed.
 create or replace function queen.log_pop_v3(
   p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
   p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null,
@@ -99,6 +102,7 @@ begin
        where p.id = p_partition_id and p.queue_id = p_queue_id
          and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
          and (c.lease_id is null or c.lease_expires_at <= now())
+         and (c.retry_at is null or c.retry_at <= now())
          and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
   else
     open v_cands for
@@ -108,6 +112,7 @@ begin
        where p.queue_id = p_queue_id
          and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
          and (c.lease_id is null or c.lease_expires_at <= now())
+         and (c.retry_at is null or c.retry_at <= now())
          and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s))
        order by (select m.created_at from queen.messages m
                   where m.partition_id = p.id
@@ -124,6 +129,7 @@ begin
        for update skip locked;
     continue when not found;
     continue when v_cur.lease_id is not null and v_cur.lease_expires_at > now();
+    continue when v_cur.retry_at > now();
 
     if v_cur.lease_id is not null then
       -- Lazy expiry. By default an expired lease just returns its messages

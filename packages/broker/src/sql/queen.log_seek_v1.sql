@@ -1,5 +1,5 @@
 -- Seek (PROTOCOL §5.9). Moves the cursor of (partition, group) anywhere,
--- backwards included, ends the lease and clears failure records. Cursor rows
+-- backwards included, ends the lease (and a running retry delay) and clears failure records. Cursor rows
 -- are created first (committed with the seek), then locked ascending.
 -- p_partition_id null = every partition of p_queue_id. Target: p_offset
 -- (clamped to the head), else p_ts, else the head. Answers
@@ -30,7 +30,7 @@ begin
            when p_offset is not null then least(p_offset, p.head_offset)
            when p_ts is not null then queen.log_offset_at_v1(p.id, p_ts)
            else p.head_offset end,
-         lease_id = null, lease_expires_at = null, lease_last_offset = null
+         lease_id = null, lease_expires_at = null, lease_last_offset = null, retry_at = null
     from queen.partitions p
    where p.id = c.partition_id and p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
      and c.consumer_group = p_group
