@@ -11,25 +11,16 @@
 // `node scripts/sql-function-count.mjs` prints every function with its count
 // and where it is defined, and exits 1 when any count is not 1; --json prints
 // the list. scripts/sql-function-count.test.ts runs it in `npm test`.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sourceFiles } from './source-files.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const FILES = /\.(sql|ts|mts|mjs|js)$/;
 const SCHEMAS = new Set(['queen', 'queen_streams', 'kv']);
 const DEFINITION = /\bcreate\s+(?:or\s+replace\s+)?function\s+"?([a-z_][a-z_0-9]*)"?\s*\.\s*"?([a-z_][a-z_0-9]*)"?\s*\(/gi;
 
-function walk(dir, out = []) {
-  if (!existsSync(dir)) return out;
-  for (const name of readdirSync(dir)) {
-    if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path, out);
-    else if (FILES.test(name) && !name.endsWith('.d.ts')) out.push(path);
-  }
-  return out;
-}
 
 /** The argument types of a parameter list: names, modes and defaults left out, case and spaces normalised. */
 function argumentTypes(list) {
@@ -57,7 +48,7 @@ function argumentTypes(list) {
 /** Every definition found: `schema.name(types)` → the files (with line) defining it. */
 export function countSqlFunctions() {
   const defs = new Map();
-  for (const path of walk(root)) {
+  for (const path of sourceFiles(root, FILES)) {
     if (relative(root, path) === 'scripts/sql-function-count.mjs' || /\.test\.[a-z]+$/.test(path)) continue;
     const text = readFileSync(path, 'utf8');
     for (const m of text.matchAll(DEFINITION)) {

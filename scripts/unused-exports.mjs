@@ -18,22 +18,12 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sourceFiles } from './source-files.mjs';
 import ts from 'typescript';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SOURCE = /\.(ts|tsx|mts|mjs|js|jsx)$/;
 
-/** Every source file of the monorepo outside dist/ and node_modules/. */
-function walk(dir, out = []) {
-  if (!existsSync(dir)) return out;
-  for (const name of readdirSync(dir)) {
-    if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path, out);
-    else if (SOURCE.test(name) && !name.endsWith('.d.ts')) out.push(path);
-  }
-  return out;
-}
 
 /** The workspace packages: name → {dir, subpath → source file}. */
 function workspacePackages() {
@@ -144,7 +134,7 @@ function scan(file, packages) {
 /** Every export of a workspace package's src/ that nothing imports and the allowlist does not name. */
 export function findUnusedExports({ allowlist = readAllowlist() } = {}) {
   const packages = workspacePackages();
-  const files = ['packages', 'apps', 'bench', 'scripts'].flatMap((d) => walk(join(root, d)));
+  const files = ['packages', 'apps', 'bench', 'scripts'].flatMap((d) => sourceFiles(join(root, d), SOURCE));
   const info = new Map(files.map((f) => [f, scan(f, packages)]));
 
   // Uses, passed on through re-exports until nothing new is marked.
