@@ -98,24 +98,10 @@ describe('idle flush against a push in flight', () => {
       // 10 items stamped at S+1.2 s, in [S+1 s, S+2 s), which has no row yet; held uncommitted from a second
       // connection. Only the database clock moves: no flush runs before the one below, so [S, S+1 s) is still open.
       await b.clock!.set(S + 1200);
-      const { rows } = await b.sql.query(`select id from queen.partitions where queue_name = $1 and name = 'Default'`, [src]);
-      const held: PoolClient = await b.sql.connect();
-      try {
-        await held.query('begin');
-        await held.query('select queen.log_append_v1($1::uuid, $2::jsonb, null)', [rows[0].id, JSON.stringify(Array.from({ length: 10 }, (_, i) => ({ payload: { n: i + 1 } })))]);
-        // The flush at S+2.1 s (runner and broker clock) closes [S, S+1 s) and writes the close horizon S+2.1 s: past the
-        // end of the held items' window. A guard on the closed window's end alone (S+1 s) let it commit, and the items
-        // were then judged late on arrival (lateEventsTotal 10, their window never emitted).
-        const flushed = t.advanceTo(S + 2100);
-        await sleep(300);
-        await held.query('commit');
-        await flushed;
-      } finally {
-        await held.query('rollback').catch(() => undefined);
-        held.release();
-      }
-      await t.push([]);
-      await t.flush();
+      // The flush at S+2.1 s closes [S, S+1 s) and writes the close horizon S+2.1 s: past the end of the held items'
+      // window. A guard on the closed window's end alone (S+1 s) let it commit, and the items were then judged late
+      // on arrival (lateEventsTotal 10, their window never emitted).
+      await flushAcrossHeldPush(t, src, Array.from({ length: 10 }, (_, i) => ({ n: i + 1 })), S + 2100);
       expect(t.metrics().lateEventsTotal).toBe(0);
       expect(data(t.emits())).toEqual([
         { count: 1, start: iso(S), end: iso(S + 1000) },
