@@ -49,17 +49,22 @@ async function flushAcrossHeldPush(t: TestStream, source: string, payloads: unkn
   await t.flush();
 }
 
+/** A processing-time count per 1 s tumbling window of `src`, flushed every 50 ms, with its bounds. */
+function oneSecondCounts(src: string): Promise<TestStream> {
+  return testStream(
+    Stream.from<{ n: number }>({ name: src })
+      .windowTumbling({ seconds: 1, idleFlushMs: 50 })
+      .aggregate({ count: () => 1 })
+      .map(withBounds)
+      .to({ name: `${src}.out` }),
+    { broker: b },
+  );
+}
+
 describe('idle flush against a push in flight', () => {
   it('I28.1 processing time: a push stamped before the window end commits after an idle flush began; every item is counted once (Σ count = pushed)', async () => {
     const src = uniqueName('inflight');
-    const t = await testStream(
-      Stream.from<{ n: number }>({ name: src })
-        .windowTumbling({ seconds: 1, idleFlushMs: 50 })
-        .aggregate({ count: () => 1 })
-        .map(withBounds)
-        .to({ name: `${src}.out` }),
-      { broker: b },
-    );
+    const t = await oneSecondCounts(src);
     try {
       const S = Math.ceil((t.now() + 1) / 1000) * 1000;
       await t.advanceTo(S + 100);
@@ -82,14 +87,7 @@ describe('idle flush against a push in flight', () => {
 
   it('I28.1 processing time: a push held in the NEXT window (no row yet) while a flush closes the previous one is not judged late by the close horizon the flush writes', async () => {
     const src = uniqueName('inflight-next');
-    const t = await testStream(
-      Stream.from<{ n: number }>({ name: src })
-        .windowTumbling({ seconds: 1, idleFlushMs: 50 })
-        .aggregate({ count: () => 1 })
-        .map(withBounds)
-        .to({ name: `${src}.out` }),
-      { broker: b },
-    );
+    const t = await oneSecondCounts(src);
     try {
       const S = Math.ceil((t.now() + 1) / 1000) * 1000;
       await t.advanceTo(S + 100);
