@@ -42,5 +42,21 @@ begin
          segment_first = v_seg_first, segment_started_at = v_seg_started,
          first_offset = least(first_offset, p_part.head_offset + 1)
    where id = p_part.id;
+
+  -- The partition is pending for every group that pops the queue by
+  -- wildcard (queen.pending, migration 027). The queue's pending lock,
+  -- shared: a group's first wildcard pop takes it exclusively
+  -- (queen.log_pending_start_v1), so it either waits for this push to
+  -- commit and sees the new head, or this push waits for it and then reads
+  -- its listing. since keeps the older value: it bounds the oldest pending
+  -- message from below.
+  perform queen.log_pending_lock_v1(p_part.queue_id, true);
+  insert into queen.pending as pp (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
+  select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
+         not exists (select 1 from queen.cursors c where c.partition_id = p_part.id and c.consumer_group = g.consumer_group)
+    from queen.pending_groups g
+   where g.queue_id = p_part.queue_id
+  on conflict (queue_id, consumer_group, partition_id)
+  do update set head_offset = excluded.head_offset, since = least(pp.since, excluded.since);
 end
 $$;

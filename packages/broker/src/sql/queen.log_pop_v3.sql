@@ -46,6 +46,9 @@ declare
   v_bytes       bigint;
   v_compressed  boolean;
   v_envelope    int;
+  v_head        bigint;
+  v_last_created timestamptz;
+  v_first       bigint;
 begin
   -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
   if p_queue_id is null then return; end if;
@@ -83,15 +86,20 @@ begin
        and p.head_offset > 0
        and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
     on conflict do nothing;
-  else
+  elsif not exists (select 1 from queen.pending_groups g where g.queue_id = p_queue_id and g.consumer_group = p_group) then
+    perform queen.log_pending_start_v1(p_queue_id, p_group);
+  elsif exists (select 1 from queen.pending pp where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor) then
+    -- Partitions a push made pending for the group before it had a cursor
+    -- row there (new partitions, mostly).
     insert into queen.cursors (partition_id, consumer_group, cursor_offset)
-    select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
-      from queen.partitions p
-     where p.queue_id = p_queue_id
-       and p.head_offset > 0
-       and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
-     order by p.id
+    select pp.partition_id, p_group, queen.log_cursor_start_v1(pp.partition_id, p_group)
+      from queen.pending pp
+     where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor
+     order by pp.partition_id
     on conflict do nothing;
+    update queen.pending pp set needs_cursor = false
+     where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor
+       and exists (select 1 from queen.cursors c where c.partition_id = pp.partition_id and c.consumer_group = p_group);
   end if;
 
   if p_partition_id is not null then
@@ -105,19 +113,16 @@ begin
          and (c.retry_at is null or c.retry_at <= now())
          and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
   else
+    -- The queue's pending set for the group (queen.pending, migration 027),
+    -- oldest first: what is read follows the partitions that hold work, not
+    -- the partitions that exist. Each row is checked against its partition
+    -- and cursor below; a stale one is deleted there.
     open v_cands for
       select p.id, p.name, p.first_offset
-        from queen.partitions p
-        left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
-       where p.queue_id = p_queue_id
-         and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-         and (c.lease_id is null or c.lease_expires_at <= now())
-         and (c.retry_at is null or c.retry_at <= now())
-         and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s))
-       order by (select m.created_at from queen.messages m
-                  where m.partition_id = p.id
-                    and m.msg_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-                  order by m.msg_offset limit 1) nulls last, p.id;
+        from queen.pending pp
+        join queen.partitions p on p.id = pp.partition_id
+       where pp.queue_id = p_queue_id and pp.consumer_group = p_group
+       order by pp.since, pp.partition_id;
   end if;
   loop
     fetch v_cands into v_cand;
@@ -130,6 +135,19 @@ begin
     continue when not found;
     continue when v_cur.lease_id is not null and v_cur.lease_expires_at > now();
     continue when v_cur.retry_at > now();
+    -- The partition as it stands now (the candidate row is as of the open).
+    select p.head_offset, p.first_offset, p.last_created_at into v_head, v_first, v_last_created
+      from queen.partitions p where p.id = v_cand.id;
+    if v_head <= greatest(v_cur.cursor_offset, v_first - 1) then
+      -- Nothing left for the group (an ack, a dead letter or retention
+      -- emptied it): a stale pending row goes, unless a push raised its head
+      -- meanwhile or holds it (skip locked: a pop never waits on a push).
+      if p_partition_id is null then
+        perform queen.log_pending_drop_v1(p_queue_id, p_group, v_cand.id, greatest(v_cur.cursor_offset, v_first - 1));
+      end if;
+      continue;
+    end if;
+    continue when v_buffer_s > 0 and v_last_created > now() - make_interval(secs => v_buffer_s);
 
     if v_cur.lease_id is not null then
       -- Lazy expiry. By default an expired lease just returns its messages
@@ -149,7 +167,7 @@ begin
       v_expired := v_expired + 1;
     end if;
 
-    v_from := greatest(v_cur.cursor_offset, v_cand.first_offset - 1);
+    v_from := greatest(v_cur.cursor_offset, v_first - 1);
     if p_max_bytes is null then
       select count(*), max(s.msg_offset) into v_count, v_last from (
         select m.msg_offset from queen.messages m
@@ -199,6 +217,10 @@ begin
              lease_last_offset = v_last, last_consumed_at = now()
        where c.partition_id = v_cand.id and c.consumer_group = p_group;
     end if;
+
+    -- Where the partition now stands in the group's pending set.
+    perform queen.log_pending_claimed_v1(p_queue_id, p_group, v_cand.id, v_last, p_auto_ack,
+                                         case when p_auto_ack then null else now() + make_interval(secs => v_lease_s) end);
 
     return query
       select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,

@@ -1,0 +1,46 @@
+-- The wildcard pop follows the work, not the queue's size (issue 31).
+--
+-- A wildcard pop used to read every partition of its queue twice (cursor
+-- rows for all of them, then the candidate scan): 1 s on a queue of 50,000
+-- partitions where one held a message. It now reads queen.pending: per
+-- (queue, consumer group), the partitions that may hold something for the
+-- group, ordered by `since`, the createdAt of (a lower bound of) their
+-- oldest pending message.
+--
+-- Who writes it (the functions in src/sql say how, each in its own file):
+-- - a push, under its partition's append lock, for every group listed in
+--   queen.pending_groups for the queue: head_offset raised to the new head,
+--   since kept at the older of the two;
+-- - the first wildcard pop of a (queue, group) lists the group and fills in
+--   the partitions that already hold something for it;
+-- - a pop that claims moves since to the next message's createdAt (or, when
+--   it claimed up to the head, to when its lease ends);
+-- - a pop that finds the partition has nothing left (cursor at the head)
+--   deletes the row, only if no push raised head_offset meanwhile;
+-- - seek and an autoAck pop handing messages back add rows again.
+-- Lock order: pending rows come after cursor rows (PROTOCOL §4 rank 5): a
+-- push holds only its partitions' append locks when it writes them, a pop
+-- and a seek only cursor rows of the same partitions.
+-- A row can be stale (its partition emptied by an ack, a dead letter or
+-- retention): the pop checks the partition itself and deletes it.
+create table queen.pending_groups (
+  queue_id        uuid not null references queen.queues(id) on delete cascade,
+  consumer_group  text not null,
+  primary key (queue_id, consumer_group)
+);
+
+create table queen.pending (
+  queue_id        uuid not null,
+  consumer_group  text not null,
+  partition_id    uuid not null references queen.partitions(id) on delete cascade,
+  head_offset     bigint not null,
+  since           timestamptz not null,
+  -- Set by a push that found no cursor row of the group for the partition:
+  -- the next wildcard pop creates it before it claims anything (a cursor
+  -- created while claimed cursors are held could deadlock, PROTOCOL §4).
+  needs_cursor    boolean not null default false,
+  primary key (queue_id, consumer_group, partition_id)
+);
+create index pending_order on queen.pending (queue_id, consumer_group, since, partition_id);
+create index pending_partition on queen.pending (partition_id);
+create index pending_needs_cursor on queen.pending (queue_id, consumer_group) where needs_cursor;
