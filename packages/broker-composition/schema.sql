@@ -52,7 +52,6 @@ table queen.partitions (id uuid not null default gen_random_uuid(), queue_id uui
   CREATE UNIQUE INDEX partitions_pkey ON queen.partitions USING btree (id)
   CREATE UNIQUE INDEX partitions_queue_id_name_key ON queen.partitions USING btree (queue_id, name)
 table queen.pending (queue_id uuid not null, consumer_group text not null, partition_id uuid not null, head_offset bigint not null, since timestamp with time zone not null, needs_cursor boolean not null default false)
-  constraint pending_partition_id_fkey FOREIGN KEY (partition_id) REFERENCES queen.partitions(id) ON DELETE CASCADE
   constraint pending_pkey PRIMARY KEY (queue_id, consumer_group, partition_id)
   CREATE INDEX pending_needs_cursor ON queen.pending USING btree (queue_id, consumer_group) WHERE needs_cursor
   CREATE INDEX pending_order ON queen.pending USING btree (queue_id, consumer_group, since, partition_id)
@@ -60,7 +59,6 @@ table queen.pending (queue_id uuid not null, consumer_group text not null, parti
   CREATE UNIQUE INDEX pending_pkey ON queen.pending USING btree (queue_id, consumer_group, partition_id)
 table queen.pending_groups (queue_id uuid not null, consumer_group text not null)
   constraint pending_groups_pkey PRIMARY KEY (queue_id, consumer_group)
-  constraint pending_groups_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
   CREATE UNIQUE INDEX pending_groups_pkey ON queen.pending_groups USING btree (queue_id, consumer_group)
 table queen.queues (id uuid not null default gen_random_uuid(), name text not null, namespace text, task text, options jsonb not null default '{}'::jsonb, created_at timestamp with time zone not null default now(), updated_at timestamp with time zone not null default now())
   constraint queues_name_key UNIQUE (name)

@@ -20,11 +20,14 @@
 -- - seek and an autoAck pop handing messages back add rows again.
 -- Lock order: pending rows come after cursor rows (PROTOCOL §4 rank 5): a
 -- push holds only its partitions' append locks when it writes them, a pop
--- and a seek only cursor rows of the same partitions.
+-- and a seek only cursor rows of the same partitions. No foreign keys: a
+-- key check locks the partition or queue row, which a push holds while it
+-- waits for the queue's pending lock (queen.log_pending_lock_v1); queue
+-- delete and partition cleanup delete the rows themselves.
 -- A row can be stale (its partition emptied by an ack, a dead letter or
 -- retention): the pop checks the partition itself and deletes it.
 create table queen.pending_groups (
-  queue_id        uuid not null references queen.queues(id) on delete cascade,
+  queue_id        uuid not null,
   consumer_group  text not null,
   primary key (queue_id, consumer_group)
 );
@@ -32,7 +35,7 @@ create table queen.pending_groups (
 create table queen.pending (
   queue_id        uuid not null,
   consumer_group  text not null,
-  partition_id    uuid not null references queen.partitions(id) on delete cascade,
+  partition_id    uuid not null,
   head_offset     bigint not null,
   since           timestamptz not null,
   -- Set by a push that found no cursor row of the group for the partition:

@@ -48,8 +48,9 @@ begin
   -- shared: a group's first wildcard pop takes it exclusively
   -- (queen.log_pending_start_v1), so it either waits for this push to
   -- commit and sees the new head, or this push waits for it and then reads
-  -- its listing. since keeps the older value: it bounds the oldest pending
-  -- message from below.
+  -- its listing. since keeps the older value (it bounds the oldest pending
+  -- message from below), unless the group had consumed up to the row's
+  -- head: then these messages are the oldest pending.
   perform queen.log_pending_lock_v1(p_part.queue_id, true);
   insert into queen.pending as pp (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
   select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
@@ -57,6 +58,9 @@ begin
     from queen.pending_groups g
    where g.queue_id = p_part.queue_id
   on conflict (queue_id, consumer_group, partition_id)
-  do update set head_offset = excluded.head_offset, since = least(pp.since, excluded.since);
+  do update set head_offset = excluded.head_offset,
+                since = case when pp.head_offset <= (select c.cursor_offset from queen.cursors c
+                                                      where c.partition_id = pp.partition_id and c.consumer_group = pp.consumer_group)
+                             then excluded.since else least(pp.since, excluded.since) end;
 end
 $$;

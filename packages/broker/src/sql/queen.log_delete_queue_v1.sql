@@ -32,6 +32,8 @@ begin
   delete from queen.dlq where partition_id = any(v_parts);
   delete from queen.cursors where partition_id = any(v_parts);
   delete from queen.subscriptions where queue_id = v_queue;
+  delete from queen.pending where queue_id = v_queue;
+  delete from queen.pending_groups where queue_id = v_queue;
   delete from queen.partitions where queue_id = v_queue;
   delete from queen.queues where id = v_queue;
   return true;

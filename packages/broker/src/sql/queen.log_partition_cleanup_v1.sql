@@ -42,6 +42,7 @@ begin
   delete from queen.failures f where f.partition_id = any(v_doomed);
   delete from queen.dlq d where d.partition_id = any(v_doomed);
   delete from queen.cursors c where c.partition_id = any(v_doomed);
+  delete from queen.pending pp where pp.partition_id = any(v_doomed);
   delete from queen.partitions p where p.id = any(v_doomed);
   return jsonb_build_object('deleted', cardinality(v_doomed), 'vetoed', v_vetoed, 'queues', to_jsonb(v_queues));
 end

@@ -1,11 +1,12 @@
 -- A queue's pending lock (issue 31, migration 027): a transaction advisory
--- lock on the queue. A push takes it shared before it writes queen.pending;
--- what rewrites a group's pending rows wholesale (its first wildcard pop,
--- seek, an autoAck hand-back, a group delete) takes it exclusively, so no
--- push is writing the same rows meanwhile. In the lock order (PROTOCOL §4)
--- it sits with the append locks (rank 4): a push takes it after its
--- partitions, the others take no partition lock and take it before any
--- cursor row. The first key keeps it apart from every other advisory lock.
+-- lock on the queue. A push takes it shared, holding its partitions' append
+-- locks, before it writes queen.pending; what rewrites a group's pending
+-- rows wholesale (its first wildcard pop, seek, an autoAck hand-back, a
+-- group delete) takes it exclusively, so no push writes the same rows
+-- meanwhile. Whoever holds it exclusively takes no partition lock after it,
+-- not even through a key check (a cursor insert's foreign key locks its
+-- partition row): a push waiting for it never waits for them in turn. The
+-- first key keeps it apart from every other advisory lock.
 create or replace function queen.log_pending_lock_v1(p_queue_id uuid, p_shared boolean) returns void
 language plpgsql as $$
 begin

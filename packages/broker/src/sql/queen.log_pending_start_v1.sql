@@ -1,18 +1,17 @@
 -- A group's first wildcard pop of a queue (issue 31, migration 027): the
 -- group is listed in queen.pending_groups, so every later push keeps its
 -- pending rows, and the partitions that already hold something for it get
--- their cursor rows (ascending, before any cursor is claimed: PROTOCOL §4)
--- and their pending rows. It reads every partition of the queue once per
--- (queue, group), not on every pop. Under the queue's pending lock,
--- exclusive: pushes in flight commit first and are seen; later ones wait
--- and then see the listing.
+-- their pending rows (and their cursor rows). It reads every partition of
+-- the queue once per (queue, group), not on every pop.
+-- Cursor rows first, ascending, before the pending lock: their key check
+-- locks partition rows, which a push holds while it waits for that lock.
+-- Then, under the queue's pending lock taken exclusively: pushes in flight
+-- have committed and are seen, later ones wait and then see the listing. A
+-- partition first pushed in between has no cursor row yet: its pending row
+-- asks the next pop to create it (needs_cursor).
 create or replace function queen.log_pending_start_v1(p_queue_id uuid, p_group text) returns void
 language plpgsql set enable_seqscan = off as $$
 begin
-  perform queen.log_pending_lock_v1(p_queue_id, false);
-  insert into queen.pending_groups (queue_id, consumer_group) values (p_queue_id, p_group) on conflict do nothing;
-  if not found then return; end if;
-
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
   select p.id, p_group, queen.log_cursor_start_v1(p.id, p_group)
     from queen.partitions p
@@ -22,15 +21,20 @@ begin
    order by p.id
   on conflict do nothing;
 
-  insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since)
+  perform queen.log_pending_lock_v1(p_queue_id, false);
+  insert into queen.pending_groups (queue_id, consumer_group) values (p_queue_id, p_group) on conflict do nothing;
+  if not found then return; end if;
+
+  insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
   select p_queue_id, p_group, p.id, p.head_offset,
          coalesce((select m.created_at from queen.messages m
-                    where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
-                    order by m.msg_offset limit 1), now())
+                    where m.partition_id = p.id and m.msg_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+                    order by m.msg_offset limit 1), now()),
+         c.partition_id is null
     from queen.partitions p
-    join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+    left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
    where p.queue_id = p_queue_id
-     and p.head_offset > greatest(c.cursor_offset, p.first_offset - 1)
+     and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
   on conflict do nothing;
 end
 $$;

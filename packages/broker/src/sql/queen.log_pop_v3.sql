@@ -115,13 +115,17 @@ begin
   else
     -- The queue's pending set for the group (queen.pending, migration 027),
     -- oldest first: what is read follows the partitions that hold work, not
-    -- the partitions that exist. Each row is checked against its partition
-    -- and cursor below; a stale one is deleted there.
+    -- the partitions that exist. Leased partitions are passed over here,
+    -- without a lock; each row left is checked under its cursor's lock
+    -- below, and a stale one (its partition drained) is dropped there.
     open v_cands for
       select p.id, p.name, p.first_offset
         from queen.pending pp
         join queen.partitions p on p.id = pp.partition_id
+        left join queen.cursors c on c.partition_id = pp.partition_id and c.consumer_group = p_group
        where pp.queue_id = p_queue_id and pp.consumer_group = p_group
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (c.retry_at is null or c.retry_at <= now())
        order by pp.since, pp.partition_id;
   end if;
   loop
@@ -219,8 +223,7 @@ begin
     end if;
 
     -- Where the partition now stands in the group's pending set.
-    perform queen.log_pending_claimed_v1(p_queue_id, p_group, v_cand.id, v_last, p_auto_ack,
-                                         case when p_auto_ack then null else now() + make_interval(secs => v_lease_s) end);
+    perform queen.log_pending_claimed_v1(p_queue_id, p_group, v_cand.id, v_last, p_auto_ack);
 
     return query
       select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,

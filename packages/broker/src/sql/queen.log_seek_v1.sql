@@ -5,7 +5,9 @@
 -- (clamped to the head), else p_ts, else the head. Answers
 -- [{partition_id, cursor}] of the rows moved. A partition the seek leaves
 -- something pending in rejoins the group's pending set (queen.pending,
--- issue 31), under the queue's pending lock taken first.
+-- issue 31), under the queue's pending lock, taken after the cursor rows
+-- were created (their key check locks partition rows, which a push holds
+-- while it waits for that lock).
 create or replace function queen.log_seek_v1(
   p_group text, p_queue_id uuid, p_partition_id uuid, p_offset bigint, p_ts timestamptz
 ) returns table (partition_id uuid, cursor_offset bigint)
@@ -14,7 +16,6 @@ language plpgsql as $$
 declare
   v_listed boolean := exists (select 1 from queen.pending_groups g where g.queue_id = p_queue_id and g.consumer_group = p_group);
 begin
-  if v_listed then perform queen.log_pending_lock_v1(p_queue_id, false); end if;
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
   select p.id, p_group, 0 from queen.partitions p
    where p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
@@ -29,6 +30,7 @@ begin
    where f.partition_id = p.id and p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
      and f.consumer_group = p_group;
 
+  if v_listed then perform queen.log_pending_lock_v1(p_queue_id, false); end if;
   return query
   with moved as (
     update queen.cursors c
