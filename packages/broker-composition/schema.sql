@@ -2,7 +2,6 @@
 -- packages/broker-composition/src/sql-layout.test.ts. A schema change shows here as a
 -- diff; after a new migration rewrite it with that test and -u, and review the diff.
 table queen.cursors (partition_id uuid not null, consumer_group text not null, cursor_offset bigint not null default 0, lease_id uuid, lease_expires_at timestamp with time zone, lease_last_offset bigint, last_consumed_at timestamp with time zone, last_acked_at timestamp with time zone, created_at timestamp with time zone not null default now(), retry_at timestamp with time zone)
-  constraint cursors_partition_id_fkey FOREIGN KEY (partition_id) REFERENCES queen.partitions(id) ON DELETE CASCADE
   constraint cursors_pkey PRIMARY KEY (partition_id, consumer_group)
   CREATE INDEX cursors_consumer_group ON queen.cursors USING btree (consumer_group COLLATE "C")
   CREATE INDEX cursors_lease_id ON queen.cursors USING btree (lease_id) WHERE (lease_id IS NOT NULL)

@@ -47,3 +47,13 @@ create table queen.pending (
 create index pending_order on queen.pending (queue_id, consumer_group, since, partition_id);
 create index pending_partition on queen.pending (partition_id);
 create index pending_needs_cursor on queen.pending (queue_id, consumer_group) where needs_cursor;
+
+-- A cursor row's foreign key to its partition goes. Its key check locks the
+-- partition row (FOR KEY SHARE) whenever a cursor is inserted, or updated in
+-- the transaction that inserted it, as a group's first pop does: a pop then
+-- waited for a push holding that partition, and the push could be waiting
+-- for the pop (its pending rows, or the queue's pending lock). Nothing
+-- relied on its cascade: queue delete and partition cleanup delete cursor
+-- rows themselves, and no cursor row is written for a partition that does
+-- not exist (every insert selects from queen.partitions).
+alter table queen.cursors drop constraint if exists cursors_partition_id_fkey;

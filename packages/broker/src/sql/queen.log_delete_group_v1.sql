@@ -13,7 +13,7 @@ begin
      where g.consumer_group = p_group and (p_queue_id is null or g.queue_id = p_queue_id)
      order by 1
   loop
-    perform queen.log_pending_lock_v1(v_queue, false);
+    perform queen.log_pending_lock_v1(v_queue, false, 5000);
   end loop;
   perform 1 from queen.cursors c
    where c.consumer_group = p_group

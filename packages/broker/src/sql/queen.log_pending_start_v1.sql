@@ -8,8 +8,12 @@
 -- Then, under the queue's pending lock taken exclusively: pushes in flight
 -- have committed and are seen, later ones wait and then see the listing. A
 -- partition first pushed in between has no cursor row yet: its pending row
--- asks the next pop to create it (needs_cursor).
-create or replace function queen.log_pending_start_v1(p_queue_id uuid, p_group text) returns void
+-- asks the next pop to create it (needs_cursor). If the lock cannot be had
+-- within a second (pushes hold it shared without a pause) the group stays
+-- unlisted and this answers false: the pop reads the partitions this time.
+-- Rows a push left for the group (it read the listing before a group delete
+-- removed it) are corrected, not kept: since must stay a lower bound.
+create or replace function queen.log_pending_start_v1(p_queue_id uuid, p_group text) returns boolean
 language plpgsql set enable_seqscan = off as $$
 begin
   insert into queen.cursors (partition_id, consumer_group, cursor_offset)
@@ -21,9 +25,9 @@ begin
    order by p.id
   on conflict do nothing;
 
-  perform queen.log_pending_lock_v1(p_queue_id, false);
+  if not queen.log_pending_lock_v1(p_queue_id, false, 1000, false) then return false; end if;
   insert into queen.pending_groups (queue_id, consumer_group) values (p_queue_id, p_group) on conflict do nothing;
-  if not found then return; end if;
+  if not found then return true; end if;
 
   insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
   select p_queue_id, p_group, p.id, p.head_offset,
@@ -35,6 +39,9 @@ begin
     left join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
    where p.queue_id = p_queue_id
      and p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
-  on conflict do nothing;
+  on conflict (queue_id, consumer_group, partition_id)
+  do update set head_offset = greatest(pending.head_offset, excluded.head_offset), since = least(pending.since, excluded.since),
+                needs_cursor = pending.needs_cursor or excluded.needs_cursor;
+  return true;
 end
 $$;

@@ -23,7 +23,7 @@ begin
        where p.id in (select (e->>'partitionId')::uuid from jsonb_array_elements(p_items) e)
        order by 1
     loop
-      perform queen.log_pending_lock_v1(v_queue, false);
+      perform queen.log_pending_lock_v1(v_queue, false, 5000);
     end loop;
   end if;
   for v_item in

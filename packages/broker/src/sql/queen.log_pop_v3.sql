@@ -49,6 +49,15 @@ declare
   v_head        bigint;
   v_last_created timestamptz;
   v_first       bigint;
+  v_next        record;
+  v_more        boolean := false;
+  v_ids         uuid[] := '{}';
+  v_names       text[] := '{}';
+  v_firsts      bigint[] := '{}';
+  v_keys        timestamptz[] := '{}';
+  v_n           int := 0;
+  v_pick        int;
+  v_listed      boolean := true;
 begin
   -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
   if p_queue_id is null then return; end if;
@@ -87,7 +96,7 @@ begin
        and not exists (select 1 from queen.cursors c where c.partition_id = p.id and c.consumer_group = p_group offset 0)
     on conflict do nothing;
   elsif not exists (select 1 from queen.pending_groups g where g.queue_id = p_queue_id and g.consumer_group = p_group) then
-    perform queen.log_pending_start_v1(p_queue_id, p_group);
+    v_listed := queen.log_pending_start_v1(p_queue_id, p_group);
   elsif exists (select 1 from queen.pending pp where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor) then
     -- Partitions a push made pending for the group before it had a cursor
     -- row there (new partitions, mostly).
@@ -97,9 +106,14 @@ begin
      where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor
      order by pp.partition_id
     on conflict do nothing;
+    -- Skip locked: a push holding one of these rows may wait for this pop
+    -- (another of its rows), so this pop must not wait for it; a row left
+    -- flagged is seen to by the next pop.
     update queen.pending pp set needs_cursor = false
-     where pp.queue_id = p_queue_id and pp.consumer_group = p_group and pp.needs_cursor
-       and exists (select 1 from queen.cursors c where c.partition_id = pp.partition_id and c.consumer_group = p_group);
+     where pp.ctid in (select x.ctid from queen.pending x
+                        where x.queue_id = p_queue_id and x.consumer_group = p_group and x.needs_cursor
+                          and exists (select 1 from queen.cursors c where c.partition_id = x.partition_id and c.consumer_group = p_group)
+                          for update skip locked);
   end if;
 
   if p_partition_id is not null then
@@ -112,26 +126,74 @@ begin
          and (c.lease_id is null or c.lease_expires_at <= now())
          and (c.retry_at is null or c.retry_at <= now())
          and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
-  else
-    -- The queue's pending set for the group (queen.pending, migration 027),
-    -- oldest first: what is read follows the partitions that hold work, not
-    -- the partitions that exist. Leased partitions are passed over here,
-    -- without a lock; each row left is checked under its cursor's lock
-    -- below, and a stale one (its partition drained) is dropped there.
+  elsif not v_listed then
+    -- The group could not be listed this time (log_pending_start_v1): every
+    -- partition of the queue, oldest pending message first.
     open v_cands for
       select p.id, p.name, p.first_offset
+        from queen.partitions p
+        join queen.cursors c on c.partition_id = p.id and c.consumer_group = p_group
+       where p.queue_id = p_queue_id
+         and p.head_offset > greatest(c.cursor_offset, p.first_offset - 1)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (c.retry_at is null or c.retry_at <= now())
+       order by (select m.created_at from queen.messages m
+                  where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+                  order by m.msg_offset limit 1) nulls last, p.id;
+  else
+    -- The queue's pending set for the group (queen.pending, migration 027):
+    -- what is read follows the partitions that hold work, not the
+    -- partitions that exist. Leased partitions are passed over without a
+    -- lock, and so are drained rows a push may soon fill again; a drained
+    -- row older than that is dropped below, under its cursor's lock.
+    -- Rows come in order of since, a lower bound of their oldest pending
+    -- message's createdAt (pushes keep it so); the loop reads a row's true
+    -- oldest and serves the oldest first, reading rows only until the next
+    -- row's since is past the best it holds.
+    open v_cands for
+      select p.id, p.name, p.first_offset, pp.since, c.cursor_offset
         from queen.pending pp
         join queen.partitions p on p.id = pp.partition_id
         left join queen.cursors c on c.partition_id = pp.partition_id and c.consumer_group = p_group
        where pp.queue_id = p_queue_id and pp.consumer_group = p_group
          and (c.lease_id is null or c.lease_expires_at <= now())
          and (c.retry_at is null or c.retry_at <= now())
+         and (p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+              or pp.since < now() - interval '10 seconds')
        order by pp.since, pp.partition_id;
+    fetch v_cands into v_next;
+    v_more := found;
   end if;
   loop
-    fetch v_cands into v_cand;
-    exit when not found;
     exit when v_remaining <= 0 or v_claimed >= p_max_partitions or v_bytes_left <= 0;
+    if p_partition_id is not null or not v_listed then
+      fetch v_cands into v_cand;
+      exit when not found;
+    else
+      -- Read rows while the next one could hold an older message than the
+      -- best read so far (its since is a lower bound); a drained row has no
+      -- oldest and goes first, to be dropped.
+      while v_more and (v_pick is null or v_keys[v_pick] > v_next.since) loop
+        v_n := v_n + 1;
+        v_ids[v_n] := v_next.id;
+        v_names[v_n] := v_next.name;
+        v_firsts[v_n] := v_next.first_offset;
+        v_keys[v_n] := coalesce((select m.created_at from queen.messages m
+                                  where m.partition_id = v_next.id
+                                    and m.msg_offset > greatest(coalesce(v_next.cursor_offset, 0), v_next.first_offset - 1)
+                                  order by m.msg_offset limit 1), '-infinity');
+        if v_pick is null or v_keys[v_n] < v_keys[v_pick] then v_pick := v_n; end if;
+        fetch v_cands into v_next;
+        v_more := found;
+      end loop;
+      exit when v_pick is null;
+      select v_ids[v_pick] as id, v_names[v_pick] as name, v_firsts[v_pick] as first_offset into v_cand;
+      v_keys[v_pick] := null;
+      v_pick := null;
+      for i in 1 .. v_n loop
+        if v_keys[i] is not null and (v_pick is null or v_keys[i] < v_keys[v_pick]) then v_pick := i; end if;
+      end loop;
+    end if;
 
     select * into v_cur from queen.cursors c
      where c.partition_id = v_cand.id and c.consumer_group = p_group
@@ -144,8 +206,9 @@ begin
       from queen.partitions p where p.id = v_cand.id;
     if v_head <= greatest(v_cur.cursor_offset, v_first - 1) then
       -- Nothing left for the group (an ack, a dead letter or retention
-      -- emptied it): a stale pending row goes, unless a push raised its head
-      -- meanwhile or holds it (skip locked: a pop never waits on a push).
+      -- emptied it): a pending row drained for a while goes, unless a push
+      -- raised its head meanwhile or holds it (skip locked: a pop never
+      -- waits on a push).
       if p_partition_id is null then
         perform queen.log_pending_drop_v1(p_queue_id, p_group, v_cand.id, greatest(v_cur.cursor_offset, v_first - 1));
       end if;
@@ -221,9 +284,6 @@ begin
              lease_last_offset = v_last, last_consumed_at = now()
        where c.partition_id = v_cand.id and c.consumer_group = p_group;
     end if;
-
-    -- Where the partition now stands in the group's pending set.
-    perform queen.log_pending_claimed_v1(p_queue_id, p_group, v_cand.id, v_last, p_auto_ack);
 
     return query
       select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,

@@ -30,7 +30,7 @@ begin
    where f.partition_id = p.id and p.queue_id = p_queue_id and (p_partition_id is null or p.id = p_partition_id)
      and f.consumer_group = p_group;
 
-  if v_listed then perform queen.log_pending_lock_v1(p_queue_id, false); end if;
+  if v_listed then perform queen.log_pending_lock_v1(p_queue_id, false, 5000); end if;
   return query
   with moved as (
     update queen.cursors c
