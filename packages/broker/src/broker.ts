@@ -12,6 +12,7 @@ import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from
 import { createMetrics, type BrokerMetrics } from './metrics.js';
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
+import { ListingTotals, uncountedQueues } from './listing-totals.js';
 import { StatisticsKeeper } from './statistics.js';
 import { retentionService } from './retention.js';
 import { scheduleService } from './schedule-firer.js';
@@ -89,6 +90,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     db,
     notifier,
     partitions: new PartitionDirectory(db, undefined, (n) => statistics.noteCreated(n)),
+    totals: new ListingTotals(db, log, config.listingTotalsMs),
     log,
     shutdown: shutdown.signal,
     expectedSchemaVersion: await expectedVersion(brokerMigrations),
@@ -109,6 +111,10 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
   const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
+  // Queues without totals yet (made before migration 029, or by SQL) are counted whole, in the background.
+  void uncountedQueues(db)
+    .then((names) => ctx.totals.touchQueues(names))
+    .catch((err: unknown) => log.warn({ err }, 'queues without listing totals not looked up'));
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -119,7 +125,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
       const httpClosed = app.close();
       shutdown.abort();
       notifier.wakeAll();
-      await Promise.all(services.map((s) => s.stop()));
+      await Promise.all([...services.map((s) => s.stop()), ctx.totals.stop()]);
       await httpClosed;
       await notifier.close();
       await db.close();

@@ -103,6 +103,8 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   const { messages, expired } = await claimedOf(ctx, rows);
   if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
   if (messages.length === 0) return { kind: 'empty' };
+  // Leased (or, auto-acked, consumed): the listing totals recount these partitions.
+  ctx.totals.touch(messages.map((m) => m.partition_id));
   // Whether more is left was asked only for a pop parked behind this one (else as if there were).
   const more = messages[0]!.more ?? true;
   // Payloads stored as JSON go into the answer as their text; encrypted ones
