@@ -1,9 +1,10 @@
 -- The tables, constraints, indexes and sequences the migrations make, checked by
 -- packages/broker-composition/src/sql-layout.test.ts. A schema change shows here as a
 -- diff; after a new migration rewrite it with that test and -u, and review the diff.
-table queen.cursor_tallies (partition_id uuid not null, consumer_group text not null, queue_id uuid not null, lag bigint not null, retained bigint not null, oldest_pending_at timestamp with time zone)
+table queen.cursor_tallies (partition_id uuid not null, consumer_group text not null, queue_id uuid not null, lag bigint not null, retained bigint not null, oldest_pending_at timestamp with time zone, last_acked_at timestamp with time zone)
   constraint cursor_tallies_pkey PRIMARY KEY (partition_id, consumer_group)
   constraint cursor_tallies_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
+  CREATE INDEX cursor_tallies_acked ON queen.cursor_tallies USING btree (queue_id, consumer_group, last_acked_at)
   CREATE INDEX cursor_tallies_oldest ON queen.cursor_tallies USING btree (queue_id, consumer_group, oldest_pending_at)
   CREATE UNIQUE INDEX cursor_tallies_pkey ON queen.cursor_tallies USING btree (partition_id, consumer_group)
 table queen.cursors (partition_id uuid not null, consumer_group text not null, cursor_offset bigint not null default 0, lease_id uuid, lease_expires_at timestamp with time zone, lease_last_offset bigint, last_consumed_at timestamp with time zone, last_acked_at timestamp with time zone, created_at timestamp with time zone not null default now(), retry_at timestamp with time zone)

@@ -74,6 +74,10 @@ create table queen.cursor_tallies (
   lag               bigint not null,
   retained          bigint not null,
   oldest_pending_at timestamptz,
+  last_acked_at     timestamptz,
   primary key (partition_id, consumer_group)
 );
+-- A group's oldest pending message and last ack on a queue are the least and
+-- the greatest of its cursors' (one index probe each).
 create index cursor_tallies_oldest on queen.cursor_tallies (queue_id, consumer_group, oldest_pending_at);
+create index cursor_tallies_acked on queen.cursor_tallies (queue_id, consumer_group, last_acked_at);

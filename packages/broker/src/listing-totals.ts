@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { QueenError } from '@queen-mq/protocol';
 import type { Database, NamedStatement } from './database.js';
 
 /** Partitions per recount statement: one statement holds the recount lock for what it counts. */
@@ -107,7 +108,10 @@ export class ListingTotals {
     if (this.running) return this.running;
     const started = Date.now();
     this.running = this.pass(whole)
-      .catch((err: unknown) => this.log.warn({ err }, 'listing totals not recounted; tried again later'))
+      .catch((err: unknown) => {
+        // An outage is logged once, by the Database; what was pending waits for it to end.
+        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) this.log.warn({ err }, 'listing totals not recounted; tried again later');
+      })
       .finally(() => {
         this.lastMs = Date.now() - started;
         this.running = null;

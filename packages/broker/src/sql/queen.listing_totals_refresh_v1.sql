@@ -40,7 +40,6 @@ declare
   g_lag      bigint[];
   g_retained bigint[];
   g_lagging  int[];
-  g_acked    timestamptz[];
 begin
   perform pg_advisory_xact_lock(7163265029);
   v_at := clock_timestamp();
@@ -141,37 +140,38 @@ begin
      where t.partition_id = any(v_parts)
        and not exists (select 1 from now_ n where n.partition_id = t.partition_id and n.consumer_group = t.consumer_group)
   ), put as (
-    insert into queen.cursor_tallies as t (partition_id, consumer_group, queue_id, lag, retained, oldest_pending_at)
-    select n.partition_id, n.consumer_group, n.queue_id, n.lag, n.retained, n.oldest_pending_at from now_ n
+    insert into queen.cursor_tallies as t (partition_id, consumer_group, queue_id, lag, retained, oldest_pending_at, last_acked_at)
+    select n.partition_id, n.consumer_group, n.queue_id, n.lag, n.retained, n.oldest_pending_at, n.last_acked_at from now_ n
     on conflict (partition_id, consumer_group) do update
-       set lag = excluded.lag, retained = excluded.retained, oldest_pending_at = excluded.oldest_pending_at
-     where (t.lag, t.retained, t.oldest_pending_at) is distinct from (excluded.lag, excluded.retained, excluded.oldest_pending_at)
+       set lag = excluded.lag, retained = excluded.retained, oldest_pending_at = excluded.oldest_pending_at, last_acked_at = excluded.last_acked_at
+     where (t.lag, t.retained, t.oldest_pending_at, t.last_acked_at)
+           is distinct from (excluded.lag, excluded.retained, excluded.oldest_pending_at, excluded.last_acked_at)
   ), diff as (
     select coalesce(n.queue_id, w.queue_id) as queue_id, coalesce(n.consumer_group, w.consumer_group) as consumer_group,
            (count(n.partition_id) - count(w.partition_id))::int as cursors,
            sum(coalesce(n.lag, 0) - coalesce(w.lag, 0))::bigint as lag,
            sum(coalesce(n.retained, 0) - coalesce(w.retained, 0))::bigint as retained,
-           (count(*) filter (where n.lag > 0) - count(*) filter (where w.lag > 0))::int as lagging,
-           max(n.last_acked_at) as last_acked_at
+           (count(*) filter (where n.lag > 0) - count(*) filter (where w.lag > 0))::int as lagging
       from now_ n full join was w on w.partition_id = n.partition_id and w.consumer_group = n.consumer_group
      group by 1, 2
   )
-  select array_agg(queue_id), array_agg(consumer_group), array_agg(cursors), array_agg(lag), array_agg(retained), array_agg(lagging), array_agg(last_acked_at),
+  select array_agg(queue_id), array_agg(consumer_group), array_agg(cursors), array_agg(lag), array_agg(retained), array_agg(lagging),
          (select coalesce(array_agg(distinct n.partition_id), '{}') from now_ n where n.leased)
-    into g_queue, g_group, g_cursors, g_lag, g_retained, g_lagging, g_acked, v_leased
+    into g_queue, g_group, g_cursors, g_lag, g_retained, g_lagging, v_leased
     from diff;
 
   insert into queen.group_totals as t (queue_id, consumer_group, queue_name, cursors, lag, retained, partitions_with_lag, oldest_pending_at, last_acked_at, refreshed_at)
   select d.queue_id, d.consumer_group, q.name, d.cursors, d.lag, d.retained, d.lagging,
          (select min(ct.oldest_pending_at) from queen.cursor_tallies ct where ct.queue_id = d.queue_id and ct.consumer_group = d.consumer_group),
-         d.last_acked_at, v_at
-    from unnest(g_queue, g_group, g_cursors, g_lag, g_retained, g_lagging, g_acked) as d(queue_id, consumer_group, cursors, lag, retained, lagging, last_acked_at)
+         (select max(ct.last_acked_at) from queen.cursor_tallies ct where ct.queue_id = d.queue_id and ct.consumer_group = d.consumer_group),
+         v_at
+    from unnest(g_queue, g_group, g_cursors, g_lag, g_retained, g_lagging) as d(queue_id, consumer_group, cursors, lag, retained, lagging)
     join queen.queues q on q.id = d.queue_id
   on conflict (queue_id, consumer_group) do update
      set cursors = t.cursors + excluded.cursors, lag = t.lag + excluded.lag, retained = t.retained + excluded.retained,
          partitions_with_lag = t.partitions_with_lag + excluded.partitions_with_lag,
          oldest_pending_at = excluded.oldest_pending_at,
-         last_acked_at = greatest(t.last_acked_at, excluded.last_acked_at), refreshed_at = v_at;
+         last_acked_at = excluded.last_acked_at, refreshed_at = v_at;
   -- A group none of whose cursors is left on a queue leaves that queue's listing.
   delete from queen.group_totals t
    using unnest(g_queue, g_group) as d(queue_id, consumer_group)
