@@ -105,6 +105,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   // The metrics' scrape-time gauges read through the context, so they are made with it.
   const ctx: BrokerContext = Object.assign(base, { metrics: undefined as unknown as BrokerMetrics });
   ctx.metrics = createMetrics(ctx);
+  notifier.onPartitionsWritten = (ids) => ctx.totals.touch(ids);
   const app = await buildApp(ctx, options.plugins);
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address() as { port: number };
@@ -113,7 +114,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
   // Queues without totals yet (made before migration 029, or by SQL) are counted whole, in the background.
   void uncountedQueues(db)
-    .then((names) => ctx.totals.touchQueues(names))
+    .then((names) => ctx.totals.addUncounted(names))
     .catch((err: unknown) => log.warn({ err }, 'queues without listing totals not looked up'));
 
   let closing: Promise<void> | undefined;

@@ -28,7 +28,7 @@ interface QueueRow {
  * totals (listing-totals.ts): one row per queue on the page, whatever the
  * number of its partitions. $1 limit, $2 offset, $3 search text or null.
  */
-export const CONSOLE_QUEUES_SQL = `with page as (select q.id, q.name from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2)
+const CONSOLE_QUEUES_SQL = `with page as (select q.id, q.name from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2)
        select pg.name, coalesce(t.partitions, 0) as partitions, coalesce(t.depth, 0)::text as depth,
               coalesce(t.retained, 0)::text as retained, coalesce(t.pushed, 0)::text as pushed,
               coalesce(extract(epoch from now() - t.oldest_pending_at), 0)::float8 as oldest,

@@ -111,6 +111,7 @@ async function deleteGroup(ctx: BrokerContext, group: string, queue: string | nu
     deleted = rows[0]?.n ?? 0;
   }
   ctx.totals.touch(counted.map((r) => r.id));
+  ctx.totals.groupDeleted(group, queue);
   return { success: true as const, consumerGroup: group, deletedPartitions: deleted, metadataDeleted: deleteMetadata };
 }
 

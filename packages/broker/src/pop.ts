@@ -100,6 +100,8 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null, askMore],
   );
   if (rows[0]!.paused) return { kind: 'paused' };
+  // The pop made the group's missing cursors on the queue's partitions (listing-totals.ts).
+  ctx.totals.notePop(queue, q.consumerGroup);
   const { messages, expired } = await claimedOf(ctx, rows);
   if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
   if (messages.length === 0) return { kind: 'empty' };
