@@ -206,8 +206,6 @@ describe('listing totals', () => {
       for (const [k, v] of Object.entries({ log_min_duration: '0', log_analyze: 'on', log_timing: 'off', log_nested_statements: 'on', log_format: 'json', log_level: 'notice' })) {
         await c.query(`set auto_explain.${k} = '${v}'`);
       }
-      // Plans as for tables too large to read whole (the cursors and DLQ of this test database are small enough that a scan is cheaper).
-      await c.query('set enable_seqscan = off');
       await c.query('begin');
       await c.query('select count(*) from queen.listing_totals_refresh_v1($1::uuid[], $2::text[])', [[pushed.body[0].partition_id], []]);
       await c.query('rollback');

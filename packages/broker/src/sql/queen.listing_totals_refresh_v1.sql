@@ -17,9 +17,11 @@
 -- Answers the partitions of p_partitions on which some cursor still holds a
 -- live lease: the ack that ends it may come from outside the broker's routes
 -- (@queen-mq/pg's ack), so the caller recounts them again later.
+-- enable_seqscan = off, as for the hot functions (issue 31): a plan cached
+-- while the tables were small would read them whole once they are not.
 create or replace function queen.listing_totals_refresh_v1(p_partitions uuid[], p_queues text[])
 returns setof uuid
-language plpgsql as $$
+language plpgsql set enable_seqscan = off as $$
 declare
   v_at       timestamptz;
   v_whole    uuid[];
