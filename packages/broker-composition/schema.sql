@@ -1,6 +1,12 @@
 -- The tables, constraints, indexes and sequences the migrations make, checked by
 -- packages/broker-composition/src/sql-layout.test.ts. A schema change shows here as a
 -- diff; after a new migration rewrite it with that test and -u, and review the diff.
+table queen.cursor_tallies (partition_id uuid not null, consumer_group text not null, queue_id uuid not null, lag bigint not null, retained bigint not null, oldest_pending_at timestamp with time zone, last_acked_at timestamp with time zone)
+  constraint cursor_tallies_pkey PRIMARY KEY (partition_id, consumer_group)
+  constraint cursor_tallies_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
+  CREATE INDEX cursor_tallies_acked ON queen.cursor_tallies USING btree (queue_id, consumer_group, last_acked_at)
+  CREATE INDEX cursor_tallies_oldest ON queen.cursor_tallies USING btree (queue_id, consumer_group, oldest_pending_at)
+  CREATE UNIQUE INDEX cursor_tallies_pkey ON queen.cursor_tallies USING btree (partition_id, consumer_group)
 table queen.cursors (partition_id uuid not null, consumer_group text not null, cursor_offset bigint not null default 0, lease_id uuid, lease_expires_at timestamp with time zone, lease_last_offset bigint, last_consumed_at timestamp with time zone, last_acked_at timestamp with time zone, created_at timestamp with time zone not null default now(), retry_at timestamp with time zone)
   constraint cursors_pkey PRIMARY KEY (partition_id, consumer_group)
   CREATE INDEX cursors_consumer_group ON queen.cursors USING btree (consumer_group COLLATE "C")
@@ -24,6 +30,12 @@ table queen.flags (name text not null, value jsonb not null)
 table queen.function_files (owner text not null, name text not null, checksum text not null, applied_at timestamp with time zone not null default now())
   constraint function_files_pkey PRIMARY KEY (owner, name)
   CREATE UNIQUE INDEX function_files_pkey ON queen.function_files USING btree (owner, name)
+table queen.group_totals (queue_id uuid not null, consumer_group text not null, queue_name text not null, cursors integer not null default 0, lag bigint not null default 0, retained bigint not null default 0, partitions_with_lag integer not null default 0, oldest_pending_at timestamp with time zone, last_acked_at timestamp with time zone, refreshed_at timestamp with time zone not null)
+  constraint group_totals_pkey PRIMARY KEY (queue_id, consumer_group)
+  constraint group_totals_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
+  CREATE INDEX group_totals_group ON queen.group_totals USING btree (consumer_group COLLATE "C", queue_name)
+  CREATE INDEX group_totals_lag ON queen.group_totals USING btree (lag DESC, queue_name, consumer_group)
+  CREATE UNIQUE INDEX group_totals_pkey ON queen.group_totals USING btree (queue_id, consumer_group)
 table queen.kv (namespace text collate "C" not null, key text collate "C" not null, value jsonb not null, version bigint not null, expires_at timestamp with time zone, updated_at timestamp with time zone not null default now())
   constraint kv_pkey PRIMARY KEY (namespace, key)
   CREATE INDEX kv_expires_at ON queen.kv USING btree (expires_at) WHERE (expires_at IS NOT NULL)
@@ -44,6 +56,11 @@ table queen.messages (partition_id uuid not null, msg_offset bigint not null, id
 table queen.migrations (owner text not null, name text not null, applied_at timestamp with time zone not null default now(), checksum text)
   constraint migrations_pkey PRIMARY KEY (owner, name)
   CREATE UNIQUE INDEX migrations_pkey ON queen.migrations USING btree (owner, name)
+table queen.partition_tallies (partition_id uuid not null, queue_id uuid not null, depth bigint not null, retained bigint not null, pushed bigint not null, dlq bigint not null, oldest_pending_at timestamp with time zone)
+  constraint partition_tallies_pkey PRIMARY KEY (partition_id)
+  constraint partition_tallies_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
+  CREATE INDEX partition_tallies_oldest ON queen.partition_tallies USING btree (queue_id, oldest_pending_at)
+  CREATE UNIQUE INDEX partition_tallies_pkey ON queen.partition_tallies USING btree (partition_id)
 table queen.partitions (id uuid not null default gen_random_uuid(), queue_id uuid not null, queue_name text not null, name text not null, head_offset bigint not null default 0, first_offset bigint not null default 1, last_created_at timestamp with time zone, segment_first bigint, segment_started_at timestamp with time zone, created_at timestamp with time zone not null default now(), last_activity timestamp with time zone not null default now())
   constraint partitions_pkey PRIMARY KEY (id)
   constraint partitions_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
@@ -59,6 +76,12 @@ table queen.pending (queue_id uuid not null, consumer_group text not null, parti
 table queen.pending_groups (queue_id uuid not null, consumer_group text not null)
   constraint pending_groups_pkey PRIMARY KEY (queue_id, consumer_group)
   CREATE UNIQUE INDEX pending_groups_pkey ON queen.pending_groups USING btree (queue_id, consumer_group)
+table queen.queue_totals (queue_id uuid not null, queue_name text not null, partitions integer not null default 0, depth bigint not null default 0, retained bigint not null default 0, pushed bigint not null default 0, dlq bigint not null default 0, oldest_pending_at timestamp with time zone, last_activity timestamp with time zone, refreshed_at timestamp with time zone not null)
+  constraint queue_totals_pkey PRIMARY KEY (queue_id)
+  constraint queue_totals_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
+  CREATE INDEX queue_totals_depth ON queen.queue_totals USING btree (depth DESC, queue_name)
+  CREATE INDEX queue_totals_dlq ON queen.queue_totals USING btree (dlq DESC, queue_name) WHERE (dlq > 0)
+  CREATE UNIQUE INDEX queue_totals_pkey ON queen.queue_totals USING btree (queue_id)
 table queen.queues (id uuid not null default gen_random_uuid(), name text not null, namespace text, task text, options jsonb not null default '{}'::jsonb, created_at timestamp with time zone not null default now(), updated_at timestamp with time zone not null default now())
   constraint queues_name_key UNIQUE (name)
   constraint queues_pkey PRIMARY KEY (id)

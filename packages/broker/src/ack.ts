@@ -51,6 +51,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   const row = rows[0]!;
   const acked = { answer: row.answer ?? runAnswerOf(run!, row), claimable: row.claimable };
   const results = ackResultsOf(items, acked.answer);
+  ctx.totals.touch(items.map((i) => i.partitionId));
   countAcks(ctx, items, results);
   // A released lease can make its partition poppable again for this group:
   // wake this broker's waiters of the group for it when PostgreSQL says a

@@ -12,6 +12,7 @@ import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from
 import { createMetrics, type BrokerMetrics } from './metrics.js';
 import { PushNotifier } from './notifier.js';
 import { PartitionDirectory } from './partitions.js';
+import { ListingTotals, uncountedQueues } from './listing-totals.js';
 import { StatisticsKeeper } from './statistics.js';
 import { retentionService } from './retention.js';
 import { scheduleService } from './schedule-firer.js';
@@ -89,6 +90,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
     db,
     notifier,
     partitions: new PartitionDirectory(db, undefined, (n) => statistics.noteCreated(n)),
+    totals: new ListingTotals(db, log, config.listingTotalsMs),
     log,
     shutdown: shutdown.signal,
     expectedSchemaVersion: await expectedVersion(brokerMigrations),
@@ -103,12 +105,17 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   // The metrics' scrape-time gauges read through the context, so they are made with it.
   const ctx: BrokerContext = Object.assign(base, { metrics: undefined as unknown as BrokerMetrics });
   ctx.metrics = createMetrics(ctx);
+  notifier.onPartitionsWritten = (ids) => ctx.totals.touch(ids);
   const app = await buildApp(ctx, options.plugins);
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address() as { port: number };
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
   const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
+  // Queues without totals yet (made before migration 029, or by SQL) are counted whole, in the background.
+  void uncountedQueues(db)
+    .then((names) => ctx.totals.addUncounted(names))
+    .catch((err: unknown) => log.warn({ err }, 'queues without listing totals not looked up'));
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -119,7 +126,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
       const httpClosed = app.close();
       shutdown.abort();
       notifier.wakeAll();
-      await Promise.all(services.map((s) => s.stop()));
+      await Promise.all([...services.map((s) => s.stop()), ctx.totals.stop()]);
       await httpClosed;
       await notifier.close();
       await db.close();

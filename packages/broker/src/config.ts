@@ -31,6 +31,12 @@ export interface BrokerConfig {
    * whatever the number of queues (default 100).
    */
   metricsTopN: number;
+  /**
+   * QUEEN_LISTING_TOTALS_MS: how soon after a write the listing totals
+   * (queues, groups, console, /metrics gauges) count it (default 1000;
+   * docs/listing-totals.md). A recount runs only after a write.
+   */
+  listingTotalsMs: number;
   /** QUEEN_STATEMENT_TIMEOUT_MS: server-side bound of one ordinary statement (0 = none); a long-poll pop waits outside SQL. */
   statementTimeoutMs: number;
   /** QUEEN_SHUTDOWN_TIMEOUT_MS: how long SIGTERM/SIGINT may drain before the process exits anyway. */
@@ -176,6 +182,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     scheduleMaxSleepMs: int(env, 'QUEEN_SCHEDULE_MAX_SLEEP_MS', 5000),
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
     metricsTopN: int(env, 'QUEEN_METRICS_TOP_N', 100),
+    listingTotalsMs: int(env, 'QUEEN_LISTING_TOTALS_MS', 1000),
     statementTimeoutMs: int(env, 'QUEEN_STATEMENT_TIMEOUT_MS', 30000),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', 25000),
     logLevel: env.QUEEN_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info',

@@ -4,14 +4,12 @@ import type { BrokerContext } from './context.js';
 import { readPayload } from './encryption.js';
 import { registerRoute } from './http.js';
 import { NAME_MATCHES } from './listing-search.js';
+import { readWithTotals } from './listing-totals.js';
 
 // The read-only routes behind the operator's console (packages/console):
 // who is calling, queues at a glance, and a page of a queue's messages.
 // They read; every action the console offers goes through the routes that
 // already own it (seek, DLQ requeue/delete), at those routes' levels.
-
-/** Queue-mode lag of a partition row `p` with cursor row `c` (may be absent). */
-const QUEUE_MODE_FLOOR = 'greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)';
 
 interface QueueRow {
   name: string;
@@ -22,7 +20,21 @@ interface QueueRow {
   oldest: number;
   dlq: number;
   lastActivity: string | null;
+  uncounted: boolean;
 }
+
+/**
+ * One page of queues by name (?search= filters first) with their listing
+ * totals (listing-totals.ts): one row per queue on the page, whatever the
+ * number of its partitions. $1 limit, $2 offset, $3 search text or null.
+ */
+const CONSOLE_QUEUES_SQL = `with page as (select q.id, q.name from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2)
+       select pg.name, coalesce(t.partitions, 0) as partitions, coalesce(t.depth, 0)::text as depth,
+              coalesce(t.retained, 0)::text as retained, coalesce(t.pushed, 0)::text as pushed,
+              coalesce(extract(epoch from now() - t.oldest_pending_at), 0)::float8 as oldest,
+              coalesce(t.dlq, 0)::int as dlq, queen.iso(t.last_activity) as "lastActivity", t.queue_id is null as uncounted
+         from page pg left join queen.queue_totals t on t.queue_id = pg.id
+        order by pg.name`;
 
 interface MessageRow {
   id: string;
@@ -46,31 +58,8 @@ export function consoleApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
   }));
 
   registerRoute(app, consoleRoutes.consoleQueues, async ({ query }) => {
-    // One page of queues by name (?search= filters first), then only their
-    // partitions: depth and the oldest unacked message through the
-    // queue-mode cursor (one index probe per partition with something
-    // pending), the DLQ count through the DLQ's partition key.
     const search = query.search || null;
-    const { rows } = await ctx.db.query<QueueRow>(
-      `with page as (select q.id, q.name from queen.queues q where ${NAME_MATCHES('q.name', '$3')} order by q.name limit $1 offset $2)
-       select pg.name, count(p.id)::int as partitions,
-              coalesce(sum(greatest(p.head_offset - ${QUEUE_MODE_FLOOR}, 0)), 0)::text as depth,
-              coalesce(sum(greatest(p.head_offset - p.first_offset + 1, 0)), 0)::text as retained,
-              coalesce(sum(p.head_offset), 0)::text as pushed,
-              coalesce(max(extract(epoch from now() - h.created_at)), 0)::float8 as oldest,
-              (select count(*) from queen.dlq d where d.partition_id in (select id from queen.partitions where queue_id = pg.id))::int as dlq,
-              queen.iso(max(p.last_activity)) as "lastActivity"
-         from page pg
-         left join queen.partitions p on p.queue_id = pg.id
-         left join queen.cursors c on c.partition_id = p.id and c.consumer_group = '__QUEUE_MODE__'
-         left join lateral (
-           select m.created_at from queen.messages m
-            where p.head_offset > ${QUEUE_MODE_FLOOR} and m.partition_id = p.id and m.msg_offset > ${QUEUE_MODE_FLOOR}
-            order by m.msg_offset limit 1) h on true
-        group by pg.id, pg.name
-        order by pg.name`,
-      [query.limit, query.offset, search],
-    );
+    const rows = await readWithTotals(ctx.totals, async () => (await ctx.db.query<QueueRow>(CONSOLE_QUEUES_SQL, [query.limit, query.offset, search])).rows);
     const { rows: count } = await ctx.db.query<{ n: number }>(`select count(*)::int as n from queen.queues q where ${NAME_MATCHES('q.name', '$1')}`, [search]);
     return {
       queues: rows.map((r) => ({

@@ -20,57 +20,50 @@ interface GroupRow {
 }
 
 /**
- * One page of groups rolled up ($1 limit, $2 offset, $3 search text or null).
- * Per (group, partition): lag = head − max(cursor, first − 1) (retained
- * messages not yet acked) and time lag = age of the oldest pending message;
- * then rolled up per queue and per group.
+ * One page of groups rolled up ($1 limit, $2 offset, $3 search text or null)
+ * from their listing totals (listing-totals.ts): lag (retained messages not
+ * yet acked), partitions with lag and the oldest pending message per
+ * (queue, group), kept current as writes happen; time lag is that message's
+ * age now.
  *
  * The page's names come first (bytewise order, the search applied), walked
- * through cursors_consumer_group one distinct name at a time (a skip scan:
- * one index probe per group, never a pass over every cursor row); then only
- * the page's cursors are rolled up, with an index probe for the oldest
- * pending message only where a partition lags. A page costs the cursors of
- * its groups: a group that reads 50,000 partitions costs those 50,000 rows
- * (and a probe per lagging one) whatever the page size.
+ * through group_totals_group one distinct name at a time (a skip scan: one
+ * index probe per group); then the page's (queue, group) rows. A page costs
+ * one row per queue its groups read, never their partitions or cursors.
+ * Members are the live leases of the page's groups, read through the index
+ * of leased cursors (cursors_lease_id): what consumers hold now, not the
+ * size of the queues.
  */
 export const LIST_GROUPS_SQL = `with recursive names(grp) as (
-       (select c.consumer_group collate "C" from queen.cursors c order by 1 limit 1)
+       (select g.consumer_group collate "C" from queen.group_totals g order by 1 limit 1)
        union all
-       select (select c.consumer_group collate "C" from queen.cursors c where c.consumer_group collate "C" > n.grp order by 1 limit 1)
+       select (select g.consumer_group collate "C" from queen.group_totals g where g.consumer_group collate "C" > n.grp order by 1 limit 1)
          from names n where n.grp is not null
      ), page as (
        select grp from names where grp is not null and ${NAME_MATCHES('grp', '$3')} order by grp limit $1 offset $2
-     ), cur as (
-       select c.consumer_group as grp, p.queue_name as queue, p.id as partition_id, c.lease_id, c.lease_expires_at,
-              greatest(c.cursor_offset, p.first_offset - 1) as floor,
-              greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0) as lag,
-              coalesce(c.last_acked_at, c.created_at) as last_ack
-         from queen.cursors c join queen.partitions p on p.id = c.partition_id
-        where c.consumer_group collate "C" in (select grp from page)
-     ), per as (
-       select grp, queue, lag,
-              case when lag > 0 then coalesce(floor(extract(epoch from now() - (
-                select m.created_at from queen.messages m
-                 where m.partition_id = cur.partition_id and m.msg_offset > cur.floor
-                 order by m.msg_offset limit 1))), 0)::bigint else 0 end as time_lag,
-              case when lease_id is not null and lease_expires_at > now() then lease_id end as live_lease,
-              last_ack
-         from cur
      ), per_queue as (
-       select grp, json_agg(json_build_object('queue', queue, 'lag', lag, 'maxTimeLag', time_lag) order by queue) as queues
-         from (select grp, queue, sum(lag)::bigint as lag, max(time_lag)::bigint as time_lag from per group by grp, queue) q
-        group by grp
+       select g.consumer_group collate "C" as grp, g.queue_name as queue, g.lag, g.partitions_with_lag,
+              coalesce(floor(extract(epoch from now() - g.oldest_pending_at)), 0)::bigint as time_lag, g.last_acked_at
+         from queen.group_totals g
+        where g.consumer_group collate "C" in (select grp from page)
+     ), leases as (
+       select c.consumer_group collate "C" as grp, count(distinct c.lease_id)::int as members
+         from (select c.consumer_group, c.lease_id, c.lease_expires_at from queen.cursors c where c.lease_id is not null offset 0) c
+        where c.lease_expires_at > now() and c.consumer_group collate "C" in (select grp from page)
+        group by 1
      )
-     select g.grp as name, pq.queues, g.members, g.total_lag::text as total_lag, g.partitions_with_lag, g.max_time_lag, g.idle_s
-       from (select grp, count(distinct live_lease)::int as members, sum(lag) as total_lag,
-                    count(*) filter (where lag > 0)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
-                    floor(extract(epoch from now() - max(last_ack)))::int as idle_s
-               from per group by grp) g
-       join per_queue pq on pq.grp = g.grp
-      order by g.grp collate "C"`;
+     select g.grp as name, g.queues, coalesce(l.members, 0) as members, g.total_lag::text as total_lag, g.partitions_with_lag,
+            g.max_time_lag, g.idle_s
+       from (select grp, json_agg(json_build_object('queue', queue, 'lag', lag, 'maxTimeLag', time_lag) order by queue) as queues,
+                    sum(lag) as total_lag, sum(partitions_with_lag)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
+                    floor(extract(epoch from now() - max(last_acked_at)))::int as idle_s
+               from per_queue group by grp) g
+       left join leases l on l.grp = g.grp
+      order by g.grp`;
 
 /** A page of groups with their lag and state (PROTOCOL §5.9). */
 async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number; search?: string }) {
+  await ctx.totals.settle();
   const { rows } = await ctx.db.query<GroupRow>(
     LIST_GROUPS_SQL,
     [page.limit, page.offset, page.search || null],
@@ -98,6 +91,14 @@ async function listGroups(ctx: BrokerContext, page: { limit: number; offset: num
  * group or queue deletes nothing.
  */
 async function deleteGroup(ctx: BrokerContext, group: string, queue: string | null, deleteMetadata: boolean) {
+  // The partitions whose cursors of the group are counted in the listing
+  // totals: recounted after the delete, they take the group's shares out.
+  const { rows: counted } = await ctx.db.query<{ id: string }>(
+    `select ct.partition_id as id
+       from queen.group_totals g join queen.cursor_tallies ct on ct.queue_id = g.queue_id and ct.consumer_group = g.consumer_group
+      where g.consumer_group collate "C" = $1 and ($2::text is null or g.queue_name = $2)`,
+    [group, queue],
+  );
   let deleted = 0;
   if (queue === null) {
     const { rows } = await ctx.db.query<{ n: number }>('select queen.log_delete_group_v1($1, null, $2) as n', [group, deleteMetadata]);
@@ -109,6 +110,8 @@ async function deleteGroup(ctx: BrokerContext, group: string, queue: string | nu
     );
     deleted = rows[0]?.n ?? 0;
   }
+  ctx.totals.touch(counted.map((r) => r.id));
+  ctx.totals.groupDeleted(group, queue);
   return { success: true as const, consumerGroup: group, deletedPartitions: deleted, metadataDeleted: deleteMetadata };
 }
 

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { BrokerConfig } from './config.js';
 import type { Database } from './database.js';
 import type { EncryptionState } from './encryption.js';
+import type { ListingTotals } from './listing-totals.js';
 import type { BrokerMetrics } from './metrics.js';
 import type { PushNotifier } from './notifier.js';
 import type { PartitionDirectory } from './partitions.js';
@@ -18,6 +19,8 @@ export interface BrokerContext {
   db: Database;
   notifier: PushNotifier;
   partitions: PartitionDirectory;
+  /** The listing totals: routes that write `touch` the partitions they wrote, listings `settle` before reading. */
+  totals: ListingTotals;
   log: Logger;
   /** Aborted when the broker shuts down: parked pops answer 204. */
   shutdown: AbortSignal;

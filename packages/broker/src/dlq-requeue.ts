@@ -183,11 +183,14 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
 
   const perQueue = new Map<string, number>();
   const moved = new Map<string, { entries: number; to: Destination; pushed: Pushed }>();
+  const written: string[] = [];
   taken.forEach((t, i) => {
     const to = destinations.get(t.id) ?? sources.get(t.id)!;
     moved.set(t.id, { entries: t.entries, to, pushed: pushed[i]! });
     if (pushed[i]!.status === 'queued') tally(perQueue, to.queue);
+    written.push(sources.get(t.id)!.partitionId, to.partitionId);
   });
+  ctx.totals.touch(written);
   for (const [queue, n] of perQueue) {
     ctx.notifier.notify(queue);
     ctx.metrics.pushed.inc({ queue }, n);

@@ -71,16 +71,17 @@ async function listDlq(ctx: BrokerContext, q: DlqQuery) {
  */
 async function deleteDlq(ctx: BrokerContext, body: DlqIdsBody) {
   const ids = body.ids.map((id) => id.toLowerCase());
-  const { rows } = await ctx.db.query<{ id: string; n: number }>(
+  const { rows } = await ctx.db.query<{ id: string; n: number; partition_id: string }>(
     `with del as (
        delete from queen.dlq d using queen.messages m
         where m.partition_id = d.partition_id and m.msg_offset = d.msg_offset
           and m.id = any($1::uuid[]) and ($2::text is null or d.consumer_group = $2)
-       returning m.id
+       returning m.id, m.partition_id
      )
-     select id::text as id, count(*)::int as n from del group by id`,
+     select id::text as id, partition_id, count(*)::int as n from del group by id, partition_id`,
     [ids, body.consumerGroup ?? null],
   );
+  ctx.totals.touch(rows.map((r) => r.partition_id));
   const counts = new Map(rows.map((r) => [r.id, r.n] as const));
   const seen = new Set<string>();
   const results = ids.map((id, index) => {

@@ -16,6 +16,8 @@ const QUEUES = 3_000;
 const PARTITIONS = 10;
 // Consumer groups besides __QUEUE_MODE__, one cursor each.
 const GROUPS = 300;
+/** Partitions of one more queue, lb-big, first by name: on the first page of every queue listing. */
+const BIG = 20_000;
 /** QUEEN_METRICS_TOP_N of this broker, and the page size of every listing read. */
 const TOP_N = 100;
 const PAGE = 100;
@@ -31,6 +33,45 @@ beforeAll(async () => {
   b = await startTestBroker({ config: { metricsTopN: TOP_N } });
 });
 afterAll(async () => b?.stop());
+
+/**
+ * Rows a route's statements read from the tables that grow with partitions
+ * (partitions, cursors, messages, their DLQ entries and segments): each
+ * statement the broker sent while answering `path` (its reads; the broker's
+ * own writes were recounted first) run again under EXPLAIN ANALYZE, every
+ * scan node's rows plus those its filter dropped, times its loops.
+ */
+const PER_PARTITION_TABLES = new Set(['partitions', 'cursors', 'messages', 'dlq', 'log_segments']);
+async function partitionRowsReadBy(path: string): Promise<{ rows: number; byTable: Record<string, number> }> {
+  await (b.ctx as { totals?: { flush(): Promise<void> } }).totals?.flush();
+  const db = b.ctx.db;
+  const sent: { text: string; values?: unknown[] }[] = [];
+  const query = db.query.bind(db);
+  db.query = ((text: string | { text: string }, values?: unknown[]) => {
+    sent.push({ text: typeof text === 'string' ? text : text.text, values });
+    return query(text as never, values);
+  }) as typeof db.query;
+  try {
+    await get(path);
+  } finally {
+    db.query = query;
+  }
+  const byTable: Record<string, number> = {};
+  const walk = (node: Record<string, any>) => {
+    const table = node['Relation Name'];
+    if (PER_PARTITION_TABLES.has(table)) {
+      const read = (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * node['Actual Loops'];
+      byTable[table] = (byTable[table] ?? 0) + read;
+    }
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  for (const s of sent) {
+    if (!/^\s*(select|with)\b/i.test(s.text) || /listing_totals_refresh/.test(s.text)) continue;
+    const { rows } = await b.sql.query(`explain (analyze, format json) ${s.text}`, s.values);
+    walk(rows[0]['QUERY PLAN'][0].Plan);
+  }
+  return { rows: Object.values(byTable).reduce((x, y) => x + y, 0), byTable };
+}
 
 /** Queues [from, to) with PARTITIONS partitions, one pending message each, a queue-mode cursor on each, and group g's cursor on queue g's partition p0. */
 async function seed(from: number, to: number): Promise<void> {
@@ -205,4 +246,29 @@ describe(`listings and /metrics at ${QUEUES} queues x ${PARTITIONS} partitions`,
     expect((await get('/api/v1/resources/queues?search=%25')).body.total).toBe(0);
     expect((await get('/api/v1/resources/queues?search=lq_')).body.total).toBe(0);
   });
+
+  it(`a page of queues, groups or /metrics reads no partition, cursor or message row, with a queue of ${BIG} partitions on it`, async () => {
+    // lb-big: BIG partitions with a pending message each under a queue-mode
+    // cursor, first by name; counted through one push like the others.
+    const targets = Array.from({ length: BIG }, (_, p) => ({ queue: 'lb-big', partition: `p${p}` }));
+    await b.sql.query('select queen.ensure_partitions_v1($1::jsonb)', [JSON.stringify(targets)]);
+    await b.sql.query(
+      `insert into queen.messages (partition_id, msg_offset, id, payload, created_at)
+       select p.id, 1, gen_random_uuid(), '1', now() - interval '1 minute' from queen.partitions p where p.queue_name = 'lb-big'`,
+    );
+    await b.sql.query(`update queen.partitions p set head_offset = 1, first_offset = 1 where p.queue_name = 'lb-big'`);
+    await b.sql.query(`insert into queen.cursors (partition_id, consumer_group, cursor_offset) select p.id, '__QUEUE_MODE__', 0 from queen.partitions p where p.queue_name = 'lb-big'`);
+    await b.sql.query('analyze queen.partitions, queen.cursors, queen.messages');
+    await b.http('POST', '/api/v1/push', { items: [{ queue: 'lb-big', partition: 'p0', payload: 1 }] });
+    const { body: page } = await get(`/api/v1/console/queues?limit=${PAGE}`);
+    expect(page.queues[0]).toMatchObject({ name: 'lb-big', partitions: BIG, depth: BIG + 1, retained: BIG + 1 });
+    expect(page.queues[0].oldestUnackedSeconds).toBeGreaterThanOrEqual(59);
+
+    // The old statements read every partition and cursor of the page's
+    // queues (over 20,000 here), and /metrics every one in the database.
+    for (const path of [`/api/v1/resources/queues?limit=${PAGE}`, `/api/v1/console/queues?limit=${PAGE}`, `/api/v1/consumer-groups?limit=${PAGE}`, '/metrics']) {
+      const read = await partitionRowsReadBy(path);
+      expect.soft(read.rows, `${path}: ${JSON.stringify(read.byTable)}`).toBeLessThanOrEqual(10);
+    }
+  }, 120_000);
 });

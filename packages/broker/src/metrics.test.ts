@@ -143,18 +143,18 @@ describe('/metrics gauges', () => {
   it('a gauge whose statement fails is left out and counted; /metrics still answers', async () => {
     const other = await startTestBroker();
     try {
-      await other.sql.query('alter table queen.dlq rename to dlq_gone');
+      await other.sql.query('alter table queen_streams.state rename to state_gone');
       const res = await fetch(`${other.url}/metrics`);
       expect(res.status).toBe(200);
       const text = await res.text();
-      expect(samples(text, 'queen_dlq_depth')).toEqual([]);
+      expect(samples(text, 'queen_stream_state_rows')).toEqual([]);
       // Series are read concurrently: the error counter shows a failure from the next scrape on.
       const again = await (await fetch(`${other.url}/metrics`)).text();
-      expect(value(again, 'queen_metrics_collect_errors_total', { gauge: 'queen_dlq_depth' })).toBeGreaterThanOrEqual(1);
+      expect(value(again, 'queen_metrics_collect_errors_total', { gauge: 'queen_stream_state_rows' })).toBeGreaterThanOrEqual(1);
       expect(value(again, 'queen_metrics_collect_errors_total', { gauge: 'queen_queue_depth' })).toBeUndefined();
       expect(value(text, 'queen_db_pool_connections', { state: 'total' })).toBeGreaterThanOrEqual(1);
     } finally {
-      await other.sql.query('alter table queen.dlq_gone rename to dlq').catch(() => undefined);
+      await other.sql.query('alter table queen_streams.state_gone rename to state').catch(() => undefined);
       await other.stop();
     }
   });

@@ -37,9 +37,6 @@ export interface BrokerMetrics {
  */
 export const GAUGE_TOP_N = 100;
 
-/** Lag of a cursor row: retained messages after max(cursor, first − 1). */
-const LAG = 'greatest(p.head_offset - greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1), 0)';
-
 interface SqlGaugeSpec<L extends string> {
   name: string;
   help: string;
@@ -50,69 +47,51 @@ interface SqlGaugeSpec<L extends string> {
 
 /**
  * The gauges computed on scrape, one SQL statement each (PROTOCOL §5.10 plus
- * the extension series in the broker README). A failing statement (database
- * down, statement timeout) leaves its gauge empty for that scrape and counts
- * in `queen_metrics_collect_errors_total`: /metrics itself still answers.
+ * the extension series in the broker README), read from the listing totals
+ * (listing-totals.ts): the top N from the top of an index, one row per
+ * queue, group or stream query shown, never the partitions or cursors under
+ * them. A failing statement (database down, statement timeout) leaves its
+ * gauge empty for that scrape and counts in
+ * `queen_metrics_collect_errors_total`: /metrics itself still answers.
  */
 const sqlGauges: SqlGaugeSpec<string>[] = [
   {
     name: 'queen_queue_depth',
     help: `Messages after the queue-mode cursor (__QUEUE_MODE__, the default group), per queue; the N deepest queues`,
     labelNames: ['queue'],
-    sql: `select p.queue_name as queue, sum(${LAG})::bigint as v
-            from queen.partitions p
-            left join queen.cursors c on c.partition_id = p.id and c.consumer_group = '__QUEUE_MODE__'
-           group by p.queue_name order by v desc, queue limit $1`,
+    sql: 'select t.queue_name as queue, t.depth as v from queen.queue_totals t order by t.depth desc, t.queue_name limit $1',
   },
   {
     name: 'queen_group_lag_messages',
     help: `Retained messages not yet acked, per queue and consumer group; the N largest`,
     labelNames: ['queue', 'group'],
-    sql: `select p.queue_name as queue, c.consumer_group as "group", sum(${LAG})::bigint as v
-            from queen.cursors c join queen.partitions p on p.id = c.partition_id
-           group by 1, 2 order by v desc, 1, 2 limit $1`,
+    sql: `select g.queue_name as queue, g.consumer_group as "group", g.lag as v
+            from queen.group_totals g order by g.lag desc, g.queue_name, g.consumer_group limit $1`,
   },
   {
     name: 'queen_group_lag_seconds',
     help: 'Age of the oldest message not yet acked, per queue and consumer group (0 when caught up); for the N pairs with the most messages lagging',
     labelNames: ['queue', 'group'],
-    // The N (queue, group) pairs with the most messages lagging first (arithmetic
-    // on cursor rows), then one index probe per lagging partition of those
-    // pairs only: a probe per cursor of every group would follow the number
-    // of partitions (70k probes, ~0.5 s a scrape at 70k partitions).
-    sql: `with top as (
-            select p.queue_id, p.queue_name as queue, c.consumer_group as grp
-              from queen.cursors c join queen.partitions p on p.id = c.partition_id
-             group by 1, 2, 3 order by sum(${LAG}) desc, 2, 3 limit $1)
-          select t.queue, t.grp as "group", coalesce((
-                   select max(extract(epoch from now() - h.created_at))
-                     from queen.partitions p
-                     join queen.cursors c on c.partition_id = p.id and c.consumer_group = t.grp
-                     cross join lateral (
-                       select m.created_at from queen.messages m
-                        where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
-                        order by m.msg_offset limit 1) h
-                    where p.queue_id = t.queue_id and ${LAG} > 0), 0)::float8 as v
-            from top t order by v desc, 1, 2`,
+    sql: `select g.queue_name as queue, g.consumer_group as "group", coalesce(extract(epoch from now() - g.oldest_pending_at), 0)::float8 as v
+            from queen.group_totals g order by g.lag desc, g.queue_name, g.consumer_group limit $1`,
   },
   {
     name: 'queen_dlq_depth',
     help: `DLQ entries per queue (every group); the N largest`,
     labelNames: ['queue'],
-    sql: `select p.queue_name as queue, count(*)::bigint as v
-            from queen.dlq d join queen.partitions p on p.id = d.partition_id
-           group by 1 order by v desc, 1 limit $1`,
+    sql: 'select t.queue_name as queue, t.dlq as v from queen.queue_totals t where t.dlq > 0 order by t.dlq desc, t.queue_name limit $1',
   },
   {
     name: 'queen_stream_lag_messages',
     help: `Source messages not yet acked by a stream query's default consumer group (streams.<name>); the N largest`,
     labelNames: ['query'],
-    sql: `select q.name as query, coalesce(sum(${LAG}), 0)::bigint as v
+    // A source partition the group has no cursor on yet counts whole (its retained messages).
+    sql: `select q.name as query, (coalesce(g.lag, 0) + coalesce(t.retained, 0) - coalesce(g.retained, 0))::bigint as v
             from queen_streams.queries q
             left join queen.queues qu on qu.name = q.source_queue
-            left join queen.partitions p on p.queue_id = qu.id
-            left join queen.cursors c on c.partition_id = p.id and c.consumer_group = 'streams.' || q.name
-           group by q.name order by v desc, q.name limit $1`,
+            left join queen.queue_totals t on t.queue_id = qu.id
+            left join queen.group_totals g on g.queue_id = qu.id and g.consumer_group = 'streams.' || q.name
+           order by v desc, q.name limit $1`,
   },
   {
     name: 'queen_stream_state_rows',
@@ -142,6 +121,12 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     labelNames: ['gauge'],
     registers,
   });
+  // The gauges of one scrape share one settle of the listing totals (this broker's own writes counted first).
+  let settling: Promise<void> | undefined;
+  const settled = () => {
+    settling ??= ctx.totals.settle().finally(() => setImmediate(() => (settling = undefined)));
+    return settling;
+  };
   for (const spec of sqlGauges) {
     new Gauge({
       name: spec.name,
@@ -150,6 +135,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
       registers,
       async collect() {
         try {
+          await settled();
           const { rows } = await ctx.db.query<Record<string, string | number>>(spec.sql, [topN]);
           this.reset();
           for (const row of rows) {

@@ -31,6 +31,8 @@ export class PushNotifier {
   private listened = false;
   private readonly unpublished = new Set<string>();
   private publishing = false;
+  /** Partitions written outside any broker's routes (queen.app_enqueue_v1 announces them on `queen_totals`). */
+  onPartitionsWritten?: (partitionIds: string[]) => void;
 
   /**
    * `db`, when given, is where an outage is reported and logged (once, for
@@ -53,6 +55,7 @@ export class PushNotifier {
     client.on('notification', (msg) => {
       // Our own publishes come back too; the local wake-up already happened.
       if (msg.channel === 'queen_push' && msg.payload && msg.processId !== backendPid) this.room.wake(msg.payload);
+      else if (msg.channel === 'queen_totals' && msg.payload) this.onPartitionsWritten?.(msg.payload.split(','));
     });
     // Only the live client's loss matters: a late 'end' of a replaced one must not drop its successor.
     const lost = (err?: Error) => {
@@ -67,6 +70,7 @@ export class PushNotifier {
       await client.connect();
       backendPid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       await client.query('listen queen_push');
+      await client.query('listen queen_totals');
     } catch (err) {
       client.removeListener('end', ended);
       await client.end().catch(() => undefined);

@@ -91,6 +91,7 @@ export async function readableRows<R extends ClaimedRow>(
     JSON.stringify(items),
   ]);
   const deadLettered = res[0]!.n;
+  ctx.totals.touch(items.map((i) => i.partitionId));
   if (deadLettered > 0) ctx.metrics.deadLettered.inc({ queue }, deadLettered);
   for (const [partitionId, p] of settled) {
     if (p.dead.length) {

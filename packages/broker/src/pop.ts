@@ -100,9 +100,13 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null, askMore],
   );
   if (rows[0]!.paused) return { kind: 'paused' };
+  // The pop made the group's missing cursors on the queue's partitions (listing-totals.ts).
+  ctx.totals.notePop(queue, q.consumerGroup);
   const { messages, expired } = await claimedOf(ctx, rows);
   if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
   if (messages.length === 0) return { kind: 'empty' };
+  // Leased (or, auto-acked, consumed): the listing totals recount these partitions.
+  ctx.totals.touch(messages.map((m) => m.partition_id));
   // Whether more is left was asked only for a pop parked behind this one (else as if there were).
   const more = messages[0]!.more ?? true;
   // Payloads stored as JSON go into the answer as their text; encrypted ones

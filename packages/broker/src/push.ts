@@ -72,6 +72,7 @@ async function pushItems(ctx: BrokerContext, items: PushItem[], producerSub: str
     const results = bounded.size
       ? await appendCapped(ctx, items, rows, producerSub, bounded)
       : (await ctx.db.query<AllocatorResult>(...appendStatement(rows, producerSub))).rows;
+    ctx.totals.touch(rows.map((r) => r.partition_id));
     for (const [queue, partitions] of partitionsByQueue(items)) ctx.notifier.notify(queue, partitions);
     countPushes(ctx, items, results);
     return results.map((r, index) => pushResultOf(index, items[index]!, rows[index]!.partition_id, r.status, r.message_id, r.offset));

@@ -87,6 +87,7 @@ export async function runMaintenance(
         if (!r) return out;
         out.retention.segmentsDropped += Number(r.value.segmentsDropped);
         out.retention.messagesDropped += Number(r.value.messagesDropped);
+        if (Number(r.value.messagesDropped) > 0) ctx.totals.touch([partitionId]);
         if (!r.value.more || ctx.shutdown.aborted) break;
       }
       if (ctx.shutdown.aborted) break;
@@ -102,8 +103,9 @@ export async function runMaintenance(
     });
     if (!r) return null;
     out.partitions = { deleted: r.value.deleted, vetoed: r.value.vetoed };
-    // Deleted partitions are stale in this broker's id cache.
+    // Deleted partitions are stale in this broker's id cache, and counted in their queues' listing totals.
     for (const queue of r.value.queues) ctx.partitions.forget(queue);
+    ctx.totals.touchQueues(r.value.queues);
   }
   for (const task of allMaintenanceTasks) {
     if (task === 'retention' || task === 'partitions' || !tasks.includes(task)) continue;

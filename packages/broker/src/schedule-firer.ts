@@ -63,6 +63,8 @@ interface PassResult {
   full: boolean;
   /** Where messages went, for the wake-up after the commit. */
   targets: { queue: string; partition: string }[];
+  /** The partitions written, for the listing totals after the commit. */
+  written: string[];
 }
 
 /** One fire pass in one transaction on `client`. */
@@ -76,7 +78,7 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
         for update skip locked`,
     [CLAIM_BATCH],
   );
-  const out: PassResult = { fired: 0, advanced: 0, held: 0, full: rows.length === CLAIM_BATCH, targets: [] };
+  const out: PassResult = { fired: 0, advanced: 0, held: 0, full: rows.length === CLAIM_BATCH, targets: [], written: [] };
   const runs: { row: DueRow; items: AllocatorItem[] }[] = [];
   const advance: { name: string; next: Date; last: Date | null }[] = [];
   for (const row of rows) {
@@ -103,6 +105,7 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
     const queued = results.filter((r) => r.status === 'queued').length;
     out.fired += queued;
     out.targets.push({ queue: row.queue_name, partition: row.partition_name });
+    out.written.push(items[0]!.partition_id);
     if (queued) ctx.metrics.pushed.inc({ queue: row.queue_name }, queued);
     if (results.length - queued) ctx.metrics.duplicates.inc({ queue: row.queue_name }, results.length - queued);
   }
@@ -131,6 +134,7 @@ export async function fireDueSchedules(ctx: BrokerContext): Promise<{ fired: num
     fired += r.fired;
     held += r.held;
     // Committed: parked pops of the targets wake here and, through the allocator's NOTIFY, on every other broker.
+    ctx.totals.touch(r.written);
     for (const [queue, partitions] of partitionsByQueue(r.targets)) ctx.notifier.notify(queue, partitions);
     if (r.fired) ctx.metrics.schedulesFired.inc(r.fired);
     if (!r.full) break;

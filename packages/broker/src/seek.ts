@@ -31,6 +31,7 @@ async function seek(ctx: BrokerContext, group: string, queue: string, partition:
     'select * from queen.log_seek_v1($1, $2, $3, $4::bigint, $5::timestamptz)',
     [group, where.queue_id, where.partition_id, target.offset ?? null, target.timestamp ?? null],
   );
+  ctx.totals.touch(rows.map((r) => r.partition_id));
   // A seek back (or a released lease) makes messages deliverable: wake this broker's parked pops.
   ctx.notifier.notify(queue);
   return rows;

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Database } from './database.js';
 
 /** Tables whose row counts follow the number of partitions clients create. */
-const GROWING_TABLES = ['queues', 'partitions', 'log_segments', 'cursors'] as const;
+const GROWING_TABLES = ['queues', 'partitions', 'log_segments', 'cursors', 'queue_totals', 'group_totals', 'partition_tallies', 'cursor_tallies'] as const;
 
 /** Partitions this broker creates between two looks at the statistics. */
 export const CREATED_PER_CHECK = 1_000;

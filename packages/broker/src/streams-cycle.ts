@@ -85,6 +85,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
   result.push_results = pushResultsAsked(body, sinkItems, answer, result.push_counts.duplicate);
   if (!result.success && isErrorCode(result.code)) result.error = failureText(body, result, result.code);
   if (result.success) {
+    ctx.totals.touch([body.partition_id, ...sinkItems.map((i) => i.partition_id)]);
     for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
     if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
   }

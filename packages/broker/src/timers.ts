@@ -52,6 +52,8 @@ interface FireResult {
   fired: number;
   missing: number;
   queues: string[];
+  /** The partitions written (for the listing totals). */
+  partitions: string[];
   /** Due plaintext timers of queues encrypted since they were scheduled (not fired). */
   held?: number;
 }
@@ -129,6 +131,7 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
     const r = await fireBatch(ctx, client);
     total += r.fired;
     if (r.fired) ctx.metrics.timersFired.inc(r.fired);
+    ctx.totals.touch(r.partitions);
     for (const queue of r.queues) ctx.notifier.notify(queue);
     let encrypted = 0;
     if (r.held) encrypted = await encryptHeldTimers(ctx);

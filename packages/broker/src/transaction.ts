@@ -107,6 +107,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
         }
         return { results: out, kvResults, timerResults };
       });
+      ctx.totals.touch([...rows.map((r) => r.partition_id), ...acks.map((a) => a.op.partitionId)]);
       for (const queue of new Set(pushes.map((p) => p.item.queue))) ctx.notifier.notify(queue);
       return { transactionId, success: true, results, kvResults, timerResults };
     });

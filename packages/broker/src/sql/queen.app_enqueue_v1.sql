@@ -25,6 +25,9 @@
 --     broker's own pushes publish after their commit instead, see
 --     notifier.ts: a notifying commit serialises on a global lock; here the
 --     application's commit pays that, never the broker's hot path.)
+--   * The partitions written are announced on channel queen_totals (ids,
+--     comma-separated, 200 a notification) for the brokers' listing totals
+--     (listing-totals.ts): no route of theirs saw this write.
 create or replace function queen.app_enqueue_v1(p_items jsonb)
 returns table (status text, message_id uuid, "offset" bigint, partition_id uuid)
 language plpgsql as $$
@@ -63,6 +66,12 @@ begin
      from (select distinct x.e->>'queue' as queue
              from jsonb_array_elements(p_items) with ordinality as x(e, ord)
             where v_status[x.ord] = 'queued') w;
+
+  perform pg_notify('queen_totals', c.ids)
+     from (select string_agg(d.id::text, ',') as ids
+             from (select p.id, (row_number() over (order by p.id) - 1) / 200 as chunk
+                     from (select distinct u.p as id from unnest(v_pids, v_status) as u(p, s) where u.s = 'queued') p) d
+            group by d.chunk) c;
 
   return query select u.s, u.id, u.o, u.p from unnest(v_status, v_ids, v_offsets, v_pids) as u(s, id, o, p);
 end

@@ -7,6 +7,7 @@ declare
   v_fired   int := 0;
   v_missing int := 0;
   v_queues  text[] := '{}';
+  v_written uuid[] := '{}';
   v_held    int;
 begin
   select coalesce(array_agg(s.id order by s.fire_at, s.id), '{}') into v_ids
@@ -23,7 +24,7 @@ begin
      where t.fire_at <= clock_timestamp() and queen.timer_held_v1(t.queue_name, t.encrypted)
      limit 1000) s;
   if cardinality(v_ids) = 0 then
-    return jsonb_build_object('fired', 0, 'missing', 0, 'queues', '[]'::jsonb, 'held', v_held);
+    return jsonb_build_object('fired', 0, 'missing', 0, 'queues', '[]'::jsonb, 'partitions', '[]'::jsonb, 'held', v_held);
   end if;
 
   -- Rank 4: every target's append lock, ascending id, before the first push.
@@ -53,7 +54,8 @@ begin
     delete from queen.log_timers where id = v_t.id;
     v_fired := v_fired + 1;
     if not (v_t.queue_name = any(v_queues)) then v_queues := array_append(v_queues, v_t.queue_name); end if;
+    if not (v_t.partition_id = any(v_written)) then v_written := array_append(v_written, v_t.partition_id); end if;
   end loop;
-  return jsonb_build_object('fired', v_fired, 'missing', v_missing, 'queues', to_jsonb(v_queues), 'held', v_held);
+  return jsonb_build_object('fired', v_fired, 'missing', v_missing, 'queues', to_jsonb(v_queues), 'partitions', to_jsonb(v_written), 'held', v_held);
 end
 $$;
