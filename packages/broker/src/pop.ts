@@ -126,7 +126,8 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
 /**
  * Pop with optional long-poll (PROTOCOL §3.8): parked in the wait room
  * (wait-room.ts) until a write it can be fed by, the pop before it in its
- * line finding messages, its line's once-a-second re-check, or the timeout.
+ * line finding messages, the room's once-a-second re-check finding its line
+ * with messages held back (a lease, a delay), or the timeout.
  * A client disconnect abandons the wait without claiming anything; shutdown
  * answers 204.
  */
@@ -163,9 +164,9 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
       // wake since went to the head of the line, so this pop would find
       // nothing too (a woken head that finds more wakes the next, this one
       // in its turn). It joins the line without asking PostgreSQL. What no
-      // wake announces (a lease or delay running out, another broker's lost
-      // NOTIFY, pops paused elsewhere) the line's once-a-second re-check
-      // finds, for this pop as for those before it. In the end-to-end bench
+      // wake announces (a lease or delay running out, another broker's ack,
+      // pops paused elsewhere) the room's once-a-second re-check finds, for
+      // this pop as for those before it (wait-room.ts). In the end-to-end bench
       // a consumer's pop after its ack was a query for nothing about once
       // per push.
       if (q.wait && room.waiting(params.queue, q.consumerGroup, partition) && (await park())) return reply.code(204).send();
