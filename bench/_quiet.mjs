@@ -60,23 +60,33 @@ async function transactions(sql) {
   return Number(rows[0].n);
 }
 
-/** Whether an autovacuum worker is running (after a bulk load it may be for a minute). */
-async function autovacuumRunning(sql) {
-  const { rows } = await sql.query("select count(*)::int as n from pg_stat_activity where backend_type = 'autovacuum worker'");
+/**
+ * Whether autovacuum runs or is due to (a table past its default vacuum,
+ * insert or analyze threshold): after a bulk load it works for a minute or
+ * more, the load's aftermath, not the floor.
+ */
+async function autovacuumPending(sql) {
+  const { rows } = await sql.query(
+    `select (select count(*) from pg_stat_activity where backend_type = 'autovacuum worker')
+          + (select count(*) from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+              where s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
+                 or s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
+                 or s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0))::int as n`,
+  );
   return rows[0].n > 0;
 }
 
 /**
  * The idle floor: nothing is sent to the broker for `seconds`. First waits
- * until no autovacuum worker runs (a bulk load's aftermath, not the floor;
- * at most `settleMaxSeconds`, and says how long it waited), then measures.
+ * until autovacuum has nothing left to do (at most `settleMaxSeconds`, and
+ * says how long it waited), then measures.
  * `transactionsPerSecond` is read from pg_stat_database around the window
  * (two queries of ours outside it, subtracted).
  */
-export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMaxSeconds = 180 }) {
+export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMaxSeconds = 240 }) {
   const started = performance.now();
   await new Promise((r) => setTimeout(r, 2000));
-  while ((await autovacuumRunning(sql)) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
+  while ((await autovacuumPending(sql)) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
   const settledSeconds = Math.round((performance.now() - started) / 100) / 10;
   // Let the statistics of what ran before settle, so the count below is the window's.
   await new Promise((r) => setTimeout(r, 1500));
