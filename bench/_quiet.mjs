@@ -28,12 +28,16 @@ function roleOf(pid) {
 /** CPU seconds so far: the broker's, and PostgreSQL's by role (exited = children the postmaster reaped). */
 function snapshot(brokerPid, postmaster) {
   const pg = { backends: 0, autovacuum: 0, background: cpuSecondsOf(postmaster), exited: cpuSecondsOf(postmaster, { children: true }) - cpuSecondsOf(postmaster) };
+  const live = new Map();
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d) || parentPidOf(d) !== postmaster) continue;
     const role = roleOf(d);
-    if (role) pg[role] += cpuSecondsOf(d);
+    if (!role) continue;
+    const s = cpuSecondsOf(d);
+    pg[role] += s;
+    live.set(d, s);
   }
-  return { broker: cpuSecondsOf(brokerPid), pg, at: performance.now() };
+  return { broker: cpuSecondsOf(brokerPid), pg, live, at: performance.now() };
 }
 
 const cores = (seconds, elapsed) => Math.round((seconds / elapsed) * 10000) / 10000;
@@ -51,7 +55,10 @@ export async function cpuWindow({ brokerPid, postmaster, seconds, during }) {
   const elapsed = (b.at - a.at) / 1000;
   const byRole = Object.fromEntries(Object.keys(a.pg).map((k) => [k, cores(b.pg[k] - a.pg[k], elapsed)]));
   const pgTotal = Object.keys(a.pg).reduce((s, k) => s + b.pg[k] - a.pg[k], 0);
-  return { seconds: Math.round(elapsed * 100) / 100, brokerCores: cores(b.broker - a.broker, elapsed), postgresCores: cores(pgTotal, elapsed), postgresByRole: byRole, value };
+  // PostgreSQL processes that ended in the window: their CPU at its start should reappear under `exited`.
+  const ended = [...a.live].filter(([pid]) => !b.live.has(pid));
+  const endedProcesses = { n: ended.length, cpuSecondsAtStart: Math.round(ended.reduce((s, [, v]) => s + v, 0) * 100) / 100, exitedSeconds: Math.round((b.pg.exited - a.pg.exited) * 100) / 100 };
+  return { seconds: Math.round(elapsed * 100) / 100, brokerCores: cores(b.broker - a.broker, elapsed), postgresCores: cores(pgTotal, elapsed), postgresByRole: byRole, endedProcesses, value };
 }
 
 /** Transactions committed or rolled back in this database so far (backends report them within a second or so). */

@@ -175,6 +175,7 @@ async function round(tag, { bigQueue = null, someQueue = null, seededQueues = 0 
 
   out.maintenance = await maintenancePasses({
     call, push, sql, brokerPid: broker.pid, postmaster, tag, cleanupSeconds: CLEANUP_SECONDS, log: (text) => progress(NAME, text),
+    retained: Array.from({ length: seededQueues }, (_, i) => `q${i}`),
   });
   return out;
 }
@@ -251,6 +252,7 @@ const pass = (p) => `${p.ms} ms (cpu broker ${p.brokerCpuMs} pg ${p.postgresCpuM
 for (const task of Object.keys(results.full.maintenance.idle)) {
   rows.push({ measure: `pass ${task}, nothing to delete`, empty: pass(results.empty.maintenance.idle[task]), full: pass(results.full.maintenance.idle[task]), 'full/empty': ratio(results.empty.maintenance.idle[task].ms, results.full.maintenance.idle[task].ms) });
 }
+rows.push({ measure: 'partitions under retention', empty: results.empty.maintenance.retainedPartitions, full: results.full.maintenance.retainedPartitions });
 for (const task of ['retention', 'partitions']) {
   const e = results.empty.maintenance.deleting[task];
   const f = results.full.maintenance.deleting[task];
