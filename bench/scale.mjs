@@ -244,7 +244,8 @@ for (const k of Object.keys(results.full.listings)) {
 rows.push({ measure: 'broker RSS MB', empty: results.empty.brokerRssMb, full: results.full.brokerRssMb });
 const cpu = (w) => `broker ${w.brokerCores} / pg ${w.postgresCores} cores, ${w.transactionsPerSecond} tx/s`;
 rows.push({ measure: 'idle floor', empty: cpu(results.empty.idle), full: cpu(results.full.idle) });
-rows.push({ measure: `${PARKED} parked pops`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
+rows.push({ measure: `${PARKED} parked pops, 20 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
+rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
 const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
 rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });
 rows.push({ measure: 'broker RSS MB parked', empty: results.empty.parked.brokerRssMb, full: results.full.parked.brokerRssMb });
