@@ -3,28 +3,53 @@
 // and the listings cost on a fresh database, and again after it holds
 // QUEUES queues x 10 partitions with pending messages plus one queue of
 // BIG partitions where one holds a message. One broker, one run.
-//   node bench/scale.mjs [--queues 10000] [--big 50000] [--seconds 3]
+// Each round also measures the quiet times (_quiet.mjs): the idle floor (CPU
+// of the broker and of PostgreSQL while nothing happens), PARKED long-poll
+// pops parked on as many distinct queues (CPU, RSS, and the wake latency of
+// one push to a parked queue), and the maintenance passes (_maintenance-pass.mjs).
+//   node bench/scale.mjs [--queues 10000] [--big 50000] [--seconds 3] [--parked 10000]
+//                        [--idle-seconds 10] [--wake-samples 60]
 //   npm run bench -- scale --queues 2000
+// PARKED pops hold a socket each in this process and in the broker: `ulimit -n`
+// must allow them (plus a few hundred) in both.
 // Writes bench/results/scale.json.
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { loadNow, measure, mb, percentile, progress, resultsHead, rssOf, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { maintenancePasses } from './_maintenance-pass.mjs';
+import { idleFloor, parkedPops, postmasterOf } from './_quiet.mjs';
 
 const NAME = 'scale';
 const { values: args } = parseArgs({
-  options: { queues: { type: 'string', default: '10000' }, big: { type: 'string', default: '50000' }, seconds: { type: 'string', default: '3' } },
+  options: {
+    queues: { type: 'string', default: '10000' }, big: { type: 'string', default: '50000' }, seconds: { type: 'string', default: '3' },
+    parked: { type: 'string', default: '10000' }, 'idle-seconds': { type: 'string', default: '10' }, 'wake-samples': { type: 'string', default: '60' },
+  },
 });
 const QUEUES = Number(args.queues);
 const BIG = Number(args.big);
 const SECONDS = Number(args.seconds);
+const PARKED = Number(args.parked);
+const IDLE_SECONDS = Number(args['idle-seconds']);
+const WAKE_SAMPLES = Number(args['wake-samples']);
+/** A parked pop's timeout: longer than parking them all, the window and the wake samples take. */
+const PARKED_TIMEOUT_MS = 290_000;
+/** The broker's QUEEN_PARTITION_CLEANUP_S: the deleting cleanup pass waits this long after retention emptied its partitions. */
+const CLEANUP_SECONDS = 2;
 const PARTITIONS = 10;
 const SEED_BATCH = 500;
 const GROUP = '__QUEUE_MODE__';
 
 const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
-const broker = await spawnBroker(NAME, db.url);
+const broker = await spawnBroker(NAME, db.url, {
+  QUEEN_MAX_CONNECTIONS: String(PARKED + 1000),
+  // The periodic maintenance pass stays out of the CPU windows; its cost is measured directly.
+  QUEEN_RETENTION_INTERVAL_MS: '3600000',
+  QUEEN_PARTITION_CLEANUP_S: String(CLEANUP_SECONDS),
+});
 const sql = new pg.Pool({ connectionString: db.url, max: 2 });
+const postmaster = await postmasterOf(sql);
 
 async function call(method, path, body) {
   const res = await fetch(`${broker.url}${path}`, {
@@ -72,8 +97,11 @@ async function timed(n, fn) {
 }
 
 /** One round of every measurement; `tag` names the queues it creates. */
-async function round(tag, { bigQueue = null, someQueue = null } = {}) {
+async function round(tag, { bigQueue = null, someQueue = null, seededQueues = 0 } = {}) {
   const out = {};
+  progress(NAME, `[${tag}] idle floor: ${IDLE_SECONDS} s with nothing sent`);
+  out.idle = await idleFloor({ brokerPid: broker.pid, postmaster, sql, seconds: IDLE_SECONDS });
+  progress(NAME, `[${tag}] idle: broker ${out.idle.brokerCores} cores, PostgreSQL ${out.idle.postgresCores} cores, ${out.idle.transactionsPerSecond} transactions/s`);
   const hot = `hot-${tag}`;
   progress(NAME, `[${tag}] push b100 / b1 to one partition`);
   const b100 = Array.from({ length: 100 }, (_, i) => ({ queue: hot, partition: 'p', payload: { i } }));
@@ -133,6 +161,22 @@ async function round(tag, { bigQueue = null, someQueue = null } = {}) {
     }
   }
   out.brokerRssMb = mb(await rssOf(broker.pid));
+
+  // Parked pops: on the seeded queues as a named group subscribed from now
+  // (their pending messages are not its), the rest on queues that do not exist yet.
+  progress(NAME, `[${tag}] ${PARKED} long-poll pops parked on ${PARKED} distinct queues`);
+  const targets = Array.from({ length: PARKED }, (_, i) =>
+    i < seededQueues ? { queue: `q${i}`, query: '&consumerGroup=parked&subscriptionMode=new' } : { queue: `park-${tag}-${i}` });
+  out.parked = await parkedPops({
+    url: broker.url, brokerPid: broker.pid, postmaster, sql, targets, seconds: IDLE_SECONDS, samples: WAKE_SAMPLES, timeoutMs: PARKED_TIMEOUT_MS,
+    push: (queue, payload) => push([{ queue, partition: 'p0', payload }]), log: (text) => progress(NAME, `[${tag}] ${text}`),
+  });
+  progress(NAME, `[${tag}] parked: broker ${out.parked.brokerCores} cores, PostgreSQL ${out.parked.postgresCores} cores, RSS ${out.parked.brokerRssMb} MB, wake p99 ${out.parked.wake.p99Ms} ms`);
+
+  out.maintenance = await maintenancePasses({
+    call, push, sql, brokerPid: broker.pid, postmaster, tag, cleanupSeconds: CLEANUP_SECONDS, log: (text) => progress(NAME, text),
+    retained: Array.from({ length: seededQueues }, (_, i) => `q${i}`),
+  });
   return out;
 }
 
@@ -166,8 +210,12 @@ try {
   const seeded = await seed();
   const counts = (await sql.query(`select (select count(*) from queen.queues)::int as queues, (select count(*) from queen.partitions)::int as partitions`)).rows[0];
   progress(NAME, `seeded in ${seeded.seconds}s: ${JSON.stringify(counts)}`);
-  const full = await round('full', { bigQueue: seeded.bigQueue, someQueue: 'q0' });
-  results = { ...resultsHead(NAME, db, loadAtStart), options: { queues: QUEUES, partitionsPerQueue: PARTITIONS, bigQueuePartitions: BIG, seconds: SECONDS }, seedSeconds: seeded.seconds, counts, empty, full };
+  const full = await round('full', { bigQueue: seeded.bigQueue, someQueue: 'q0', seededQueues: QUEUES });
+  results = {
+    ...resultsHead(NAME, db, loadAtStart),
+    options: { queues: QUEUES, partitionsPerQueue: PARTITIONS, bigQueuePartitions: BIG, seconds: SECONDS, parked: PARKED, idleSeconds: IDLE_SECONDS, wakeSamples: WAKE_SAMPLES },
+    seedSeconds: seeded.seconds, counts, empty, full,
+  };
 } finally {
   await sql.end();
   await broker.stop();
@@ -194,6 +242,24 @@ for (const k of Object.keys(results.full.listings)) {
   rows.push({ measure: `list ${k}`, empty: show(e), full: show(f) });
 }
 rows.push({ measure: 'broker RSS MB', empty: results.empty.brokerRssMb, full: results.full.brokerRssMb });
+const cpu = (w) => `broker ${w.brokerCores} / pg ${w.postgresCores} cores, ${w.transactionsPerSecond} tx/s`;
+rows.push({ measure: 'idle floor', empty: cpu(results.empty.idle), full: cpu(results.full.idle) });
+rows.push({ measure: `${PARKED} parked pops, 20 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
+rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
+const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
+rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });
+rows.push({ measure: 'broker RSS MB parked', empty: results.empty.parked.brokerRssMb, full: results.full.parked.brokerRssMb });
+const pass = (p) => `${p.ms} ms (cpu broker ${p.brokerCpuMs} pg ${p.postgresCpuMs} ms)`;
+for (const task of Object.keys(results.full.maintenance.idle)) {
+  rows.push({ measure: `pass ${task}, nothing to delete`, empty: pass(results.empty.maintenance.idle[task]), full: pass(results.full.maintenance.idle[task]), 'full/empty': ratio(results.empty.maintenance.idle[task].ms, results.full.maintenance.idle[task].ms) });
+}
+rows.push({ measure: 'partitions under retention', empty: results.empty.maintenance.retainedPartitions, full: results.full.maintenance.retainedPartitions });
+for (const task of ['retention', 'partitions']) {
+  const e = results.empty.maintenance.deleting[task];
+  const f = results.full.maintenance.deleting[task];
+  const what = (p) => JSON.stringify(task === 'retention' ? p.result.retention : p.result.partitions);
+  rows.push({ measure: `pass ${task}, deleting`, empty: `${pass(e)} ${what(e)}`, full: `${pass(f)} ${what(f)}`, 'full/empty': ratio(e.ms, f.ms) });
+}
 results.table = rows;
 const file = await writeResults(NAME, results);
 console.log(table(['measure', 'empty', 'full', 'full/empty'], rows));

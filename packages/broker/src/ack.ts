@@ -58,7 +58,8 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   // pop could claim it now, or when a write to it was woken while the ack
   // ran (its waiter may have found the partition still leased). Not
   // published to other brokers (a NOTIFY per ack batch is PostgreSQL work
-  // on the hot path); their parked pops re-check within a second.
+  // on the hot path): their parked pops behind the lease had a message
+  // pending, so their room's re-check looks again within a second.
   const claimable = new Set(acked.claimable);
   const woken = new Set<string>();
   results.forEach((r, i) => {
@@ -78,7 +79,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
  * A failed item held its partition back for the queue's retry delay: this
  * broker's parked pops of the group for it are woken when the delay passes
  * (a timer, not a re-check: the re-check runs once a second). Other brokers'
- * parked pops see it at their next re-check.
+ * parked pops see it at their next re-check (the failed message is pending).
  */
 function wakeAtRetry(room: WaitRoom, group: string, queue: string, partition: string, retryAt: string): void {
   // A few ms late on purpose: PostgreSQL's clock stamped retryAt, and a wake before it finds nothing.

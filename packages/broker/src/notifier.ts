@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { isUnavailable, type Database } from './database.js';
+import { lineProbe } from './line-probe.js';
 import { WaitRoom } from './wait-room.js';
 
 const PUBLISH_GAP_MS = 10;
@@ -17,12 +18,14 @@ const RETRY_MAX_MS = 1000;
  * serialises the commits of notifying transactions on one global lock held
  * through the WAL flush (measured: about half the batch-1 insert rate).
  * Publishes are coalesced (at most one statement per PUBLISH_GAP_MS, carrying
- * every queue touched meanwhile); one lost to a crash or a reconnect only
- * delays a remote pop, which re-checks every second anyway.
+ * every queue touched meanwhile). Queues not published while the connection
+ * is down, or whose publish failed, are published once it is back. One lost
+ * with a broker that dies between a commit and its publish is found by the
+ * other brokers' re-check sweep (wait-room.ts).
  */
 export class PushNotifier {
-  /** The parked pops of this broker (wait-room.ts). */
-  readonly room = new WaitRoom();
+  /** The parked pops of this broker (wait-room.ts); its re-check asks `db` (without one, every line looks). */
+  readonly room: WaitRoom;
   private client?: pg.Client;
   private closed = false;
   private retryTimer?: NodeJS.Timeout;
@@ -40,6 +43,7 @@ export class PushNotifier {
    * once when the pool sees PostgreSQL again.
    */
   constructor(private readonly url: string, private readonly log: Logger, private readonly db?: Database) {
+    this.room = new WaitRoom(db && lineProbe(db));
     db?.on('up', () => {
       if (this.client || this.closed || this.connecting) return;
       clearTimeout(this.retryTimer);
@@ -86,6 +90,8 @@ export class PushNotifier {
     }
     // Wake-ups published while we were not listening are lost: parked pops look again now.
     if (reconnected) this.wakeAll();
+    // And ours that could not be published meanwhile go out now.
+    if (this.unpublished.size > 0 && !this.publishing) void this.publish();
   }
 
   private reportLoss(err: Error): void {
@@ -98,7 +104,8 @@ export class PushNotifier {
   private reconnectLater(delay = this.retryDelay): void {
     if (this.closed || this.retryTimer) return;
     this.client = undefined;
-    // Parked pops re-check every second anyway, so a gap here delays, never loses.
+    // A gap here delays, never loses: once listening again every parked pop
+    // looks, and what this broker could not publish meanwhile goes out.
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
       this.connecting = true;
@@ -122,23 +129,28 @@ export class PushNotifier {
    */
   notify(queue: string, partitions: Iterable<string> | null = null): void {
     this.room.wake(queue, partitions);
-    if (!this.client) return;
+    if (this.closed) return;
+    // Kept while the connection is down: published once it is back (start()).
     this.unpublished.add(queue);
-    if (!this.publishing) void this.publish();
+    if (this.client && !this.publishing) void this.publish();
   }
 
   private async publish(): Promise<void> {
     this.publishing = true;
+    let queues: string[] = [];
     try {
       while (this.unpublished.size > 0 && this.client) {
-        const queues = [...this.unpublished];
+        queues = [...this.unpublished];
         this.unpublished.clear();
         await this.client.query("select pg_notify('queen_push', q) from unnest($1::text[]) q", [queues]);
+        queues = [];
         // A NOTIFY wakes a backend per listening broker: under a steady push
         // load one per PUBLISH_GAP_MS is plenty for parked remote pops.
         await new Promise((r) => setTimeout(r, PUBLISH_GAP_MS));
       }
     } catch (err) {
+      // Published again with the next write, or once the connection is back.
+      for (const q of queues) this.unpublished.add(q);
       // While PostgreSQL is down the Database has said so once; this is just a symptom.
       if (!this.closed) this.log[isUnavailable(err) ? 'debug' : 'warn']({ err: (err as Error).message }, 'could not publish a wake-up to other brokers');
     } finally {

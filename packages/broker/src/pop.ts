@@ -130,7 +130,8 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
 /**
  * Pop with optional long-poll (PROTOCOL §3.8): parked in the wait room
  * (wait-room.ts) until a write it can be fed by, the pop before it in its
- * line finding messages, its line's once-a-second re-check, or the timeout.
+ * line finding messages, the room's once-a-second re-check finding its line
+ * with messages held back (a lease, a delay), or the timeout.
  * A client disconnect abandons the wait without claiming anything; shutdown
  * answers 204.
  */
@@ -139,13 +140,16 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   const query = popQuery(limits);
   const handler = async ({ params, query: q, request, reply }: { params: { queue: string; partition?: string }; query: PopQuery; request: any; reply: any }) => {
     const deadline = Date.now() + (q.wait ? q.timeout : 0);
-    const gone = new AbortController();
-    // Removed once the answer is decided: a close after that (every request
-    // closes) would build an AbortError with its stack for nothing, which
-    // measured about 65 µs per pop.
-    const abandon = () => gone.abort();
-    request.raw.once('close', abandon);
-    reply.raw.once('close', abandon);
+    // The client went away: a parked pop leaves its line at once. Plain
+    // listeners, removed once the answer is decided (every request closes).
+    let gone = false;
+    let leave: (() => void) | undefined;
+    const abandon = () => {
+      gone = true;
+      leave?.();
+    };
+    request.raw.on('close', abandon);
+    reply.raw.on('close', abandon);
     const room = ctx.notifier.room;
     const partition = params.partition ?? null;
     let parked = false;
@@ -159,17 +163,20 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
         parked = true;
         ctx.metrics.longPollWaiting.inc();
       }
-      await room.park(params.queue, q.consumerGroup, partition, deadline - Date.now(), gone.signal, ctx.shutdown);
-      return gone.signal.aborted || ctx.shutdown.aborted;
+      // Shutdown wakes every parked pop once ctx.shutdown is aborted (broker.ts): one parking after that would wait for nothing.
+      if (gone || ctx.shutdown.aborted) return true;
+      await room.park(params.queue, q.consumerGroup, partition, deadline - Date.now(), (l) => (leave = l));
+      leave = undefined;
+      return gone || ctx.shutdown.aborted;
     };
     try {
       // Pops of this line parked before it: each found nothing, and every
       // wake since went to the head of the line, so this pop would find
       // nothing too (a woken head that finds more wakes the next, this one
       // in its turn). It joins the line without asking PostgreSQL. What no
-      // wake announces (a lease or delay running out, another broker's lost
-      // NOTIFY, pops paused elsewhere) the line's once-a-second re-check
-      // finds, for this pop as for those before it. In the end-to-end bench
+      // wake announces (a lease or delay running out, another broker's ack,
+      // pops paused elsewhere) the room's once-a-second re-check finds, for
+      // this pop as for those before it (wait-room.ts). In the end-to-end bench
       // a consumer's pop after its ack was a query for nothing about once
       // per push.
       if (q.wait && room.waiting(params.queue, q.consumerGroup, partition) && (await park())) return reply.code(204).send();
@@ -197,7 +204,7 @@ export function popRoutes(app: FastifyInstance, ctx: BrokerContext): void {
           reply.header('X-Queen-Pop-Paused', 'true');
           return reply.code(204).send();
         }
-        if (!q.wait || deadline <= Date.now() || gone.signal.aborted || ctx.shutdown.aborted) return reply.code(204).send();
+        if (!q.wait || deadline <= Date.now() || gone || ctx.shutdown.aborted) return reply.code(204).send();
         // A write that committed after this query began woke no one if no
         // pop was parked then: look again rather than park past it.
         if (room.missedSince(watch)) continue;

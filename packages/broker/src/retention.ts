@@ -95,7 +95,7 @@ export async function runMaintenance(
   }
   if (tasks.includes('partitions')) {
     const r = await step(async (client) => {
-      const { rows } = await client.query<{ r: { deleted: number; vetoed: number; queues: string[] } }>(
+      const { rows } = await client.query<{ r: { deleted: number; vetoed: number; partitions: [string, string][] } }>(
         'select queen.log_partition_cleanup_v1($1) as r',
         [ctx.config.partitionCleanupS],
       );
@@ -104,8 +104,8 @@ export async function runMaintenance(
     if (!r) return null;
     out.partitions = { deleted: r.value.deleted, vetoed: r.value.vetoed };
     // Deleted partitions are stale in this broker's id cache, and counted in their queues' listing totals.
-    for (const queue of r.value.queues) ctx.partitions.forget(queue);
-    ctx.totals.touchQueues(r.value.queues);
+    ctx.partitions.forgetPartitions(r.value.partitions);
+    ctx.totals.touchQueues([...new Set(r.value.partitions.map(([queue]) => queue))]);
   }
   for (const task of allMaintenanceTasks) {
     if (task === 'retention' || task === 'partitions' || !tasks.includes(task)) continue;

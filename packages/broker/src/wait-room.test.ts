@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { RECHECK_MS, WaitRoom } from './wait-room.js';
+import { describe, expect, it, vi } from 'vitest';
+import { RECHECK_MS, SWEEP_LINES, WaitRoom, type LineProbe, type LineRef } from './wait-room.js';
 
 // The wait room wakes the head of each line a write can feed, never the
 // whole room: 1,000 parked pops and a one-message push is one pop, not 1,000.
@@ -70,23 +70,23 @@ describe('wait room', () => {
     room.wakeAll();
   });
 
-  it('timeouts and aborted signals leave the line; nothing stays parked', async () => {
+  it('timeouts and waiters let out through their door leave the line; nothing stays parked', async () => {
     const room = new WaitRoom();
-    const gone = new AbortController();
     const order: string[] = [];
+    let leave: (() => void) | undefined;
     const t = room.park('q', 'g', null, 30).then(() => order.push('timeout'));
-    const g = room.park('q', 'g', null, 60_000, gone.signal).then(() => order.push('gone'));
+    const g = room.park('q', 'g', null, 60_000, (l) => (leave = l)).then(() => order.push('gone'));
     const h = room.park('q', 'g', null, 60_000).then(() => order.push('woken'));
     await t;
-    gone.abort();
+    leave!();
     await g;
     expect(room.parked).toBe(1);
     room.wake('q', ['x']);
     await h;
     expect(order).toEqual(['timeout', 'gone', 'woken']);
     expect(room.parked).toBe(0);
-    // An already aborted signal never parks.
-    await room.park('q', 'g', null, 60_000, gone.signal);
+    // Leaving again, after the wait ended, changes nothing.
+    leave!();
     expect(room.parked).toBe(0);
   });
 
@@ -153,5 +153,83 @@ describe('wait room', () => {
     room.wake('q');
     expect(room.wokenSince(next, 'q', 'x7')).toBe(true);
     expect(room.wokenSince(next, 'other', 'p2')).toBe(false);
+  });
+
+  describe('re-check with a probe', () => {
+    /** A probe that records what it was asked and answers `pending` (by queue name) and `paused`. */
+    function probeOf(state: { pending: Set<string>; paused: boolean; fail?: boolean }) {
+      const asked: LineRef[][] = [];
+      const probe: LineProbe = async (lines) => {
+        asked.push([...lines]);
+        if (state.fail) throw new Error('no database');
+        return { pending: lines.flatMap((l, i) => (state.pending.has(l.queue) ? [i] : [])), paused: state.paused };
+      };
+      return { asked, probe };
+    }
+
+    it('asks once about each line parked in since the last re-check, then only about a fixed share of the quiet ones', async () => {
+      vi.useFakeTimers();
+      try {
+        const state = { pending: new Set<string>(), paused: false };
+        const { asked, probe } = probeOf(state);
+        const room = new WaitRoom(probe);
+        const lines = 3 * SWEEP_LINES + 50;
+        const parked = Array.from({ length: lines }, (_, i) => parkMany(room, 2, `q${i}`));
+        await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect(asked.map((a) => a.length)).toEqual([lines]);
+        // Nothing pending: no one woken, and from now on SWEEP_LINES lines a
+        // re-check, least recently asked first, whatever the number parked.
+        for (let i = 0; i < 4; i++) await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect(asked.slice(1).map((a) => a.length)).toEqual([SWEEP_LINES, SWEEP_LINES, SWEEP_LINES, SWEEP_LINES]);
+        const swept = new Set(asked.slice(1, 4).flat().map((l) => l.queue));
+        expect(swept.size).toBe(3 * SWEEP_LINES);
+        expect(asked[4]!.slice(0, 50).every((l) => !swept.has(l.queue))).toBe(true);
+        expect(room.parked).toBe(2 * lines);
+
+        // A line with something pending: its head looks, and the line is asked about again next time.
+        state.pending.add('q7');
+        room.wake('q7', ['p']);
+        await vi.advanceTimersByTimeAsync(0);
+        expect(parked[7]!.woken).toEqual([0]);
+        // Its head found nothing it could claim (say, leased) and parks again at the back.
+        const again = parkMany(room, 1, 'q7');
+        await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect([parked[7]!.woken, again.woken]).toEqual([[0, 1], []]);
+        expect(asked.at(-1)!.some((l) => l.queue === 'q7')).toBe(true);
+        await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect(again.woken).toEqual([0]);
+
+        // Paused: every line's head answers.
+        expect(room.parked).toBe(2 * lines - 2);
+        state.paused = true;
+        await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect(room.parked).toBe(lines - 1);
+        room.wakeAll();
+        await vi.advanceTimersByTimeAsync(0);
+        expect(room.parked).toBe(0);
+        // Nothing parked: no re-check, no statement.
+        const before = asked.length;
+        await vi.advanceTimersByTimeAsync(5 * RECHECK_MS);
+        expect(asked.length).toBe(before);
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it('a probe that fails lets every line it asked about look, as the re-check did without one', async () => {
+      vi.useFakeTimers();
+      try {
+        const { asked, probe } = probeOf({ pending: new Set(), paused: false, fail: true });
+        const room = new WaitRoom(probe);
+        const a = parkMany(room, 2, 'a');
+        const b = parkMany(room, 1, 'b', 'g', 'p1');
+        await vi.advanceTimersByTimeAsync(RECHECK_MS);
+        expect(asked).toHaveLength(1);
+        expect([a.woken, b.woken]).toEqual([[0], [0]]);
+        room.wakeAll();
+      } finally {
+        vi.useRealTimers();
+      }
+    });
   });
 });

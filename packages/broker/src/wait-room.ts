@@ -4,10 +4,21 @@
  * line it can feed, not every waiter: with 1,000 parked pops a one-message
  * push used to send 1,000 pops to PostgreSQL, 999 of them for nothing. A pop
  * woken this way that finds messages wakes the next of its line (there may be
- * more); one that finds nothing parks again at the back. Only the head of a
- * line re-checks PostgreSQL on a timer (once a second: what remote brokers'
- * lost NOTIFYs, delayed messages and expiring leases rely on), so a line of
- * any length costs one query a second while nothing happens.
+ * more); one that finds nothing parks again at the back.
+ *
+ * What no write announces (a lease, retry delay, delay or window buffer
+ * running out; a remote broker's ack, which publishes nothing; pops paused
+ * elsewhere) is found by the room's re-check, once a second while any pop is
+ * parked: one statement asks PostgreSQL which of the lines parked since the
+ * last re-check have a message past their group's cursor (the
+ * {@link LineProbe}), and the head of each that has looks again. A line with
+ * none can only be fed by a write, and writes wake it (here, or through the
+ * other brokers' NOTIFY): it is asked again only in the sweep, SWEEP_LINES
+ * lines a second, least recently asked first, which finds a write whose
+ * wake-up was lost (a broker that died between its commit and its NOTIFY).
+ * So 10,000 pops parked on 10,000 empty queues cost one small statement a
+ * second, not 10,000 pops a second, and a line with messages held back
+ * still looks every second, as before.
  *
  * Two things in flight are told about wakes they could have missed:
  *   - a pop's query ({@link WaitRoom.watch}): a write that commits after it
@@ -18,19 +29,34 @@
  *     leased; the ack then wakes one even if it saw nothing left to claim.
  */
 
-/** How often the head of each line looks again without being woken. */
+/** How often the room re-checks its lines while any pop is parked. */
 export const RECHECK_MS = 1000;
+
+/** Lines with nothing pending that one re-check asks about again (the sweep); fixed, however many are parked. */
+export const SWEEP_LINES = 100;
+
+/** A line as the probe sees it. */
+export interface LineRef {
+  readonly queue: string;
+  readonly group: string;
+  /** The partition a pinned pop waits for; null: any partition of the queue. */
+  readonly partition: string | null;
+}
+
+/**
+ * Asks which of `lines` have a message past their group's cursor (claimable
+ * now or held back: queen.log_lines_pending_v1), by index, and whether pops
+ * are paused. A throw counts every line as pending (each looks, as a
+ * re-check did before the probe).
+ */
+export type LineProbe = (lines: readonly LineRef[]) => Promise<{ pending: number[]; paused: boolean }>;
 
 interface Waiter {
   wake(): void;
 }
 
-interface Line {
-  group: string;
-  /** The partition a pinned pop waits for; null: any partition of the queue. */
-  partition: string | null;
+interface Line extends LineRef {
   waiters: Waiter[];
-  recheck?: NodeJS.Timeout;
   /** Pop queries of this line in flight ({@link WaitRoom.watch}). */
   checking: number;
   /** Wakes that found no waiter while a query was in flight. */
@@ -68,6 +94,12 @@ function slotOf(queue: string, partition?: string): number {
 export class WaitRoom {
   private readonly queues = new Map<string, Map<string, Line>>();
   private size = 0;
+  /** Lines a pop parked in since the last re-check: asked at the next one. */
+  private readonly unprobed = new Set<Line>();
+  /** Lines last found with nothing pending, least recently asked first (the sweep's order). */
+  private readonly quiet = new Map<Line, true>();
+  private recheckTimer?: NodeJS.Timeout;
+  private rechecking = false;
   /** Numbers every write's wake, so a stamp is one number, not a copy of the slots. */
   private wakes = 0;
   /**
@@ -78,6 +110,9 @@ export class WaitRoom {
    */
   private readonly named = new Float64Array(SLOTS);
   private readonly unnamed = new Float64Array(SLOTS);
+
+  /** Without a probe every line's head looks again at each re-check (a room without PostgreSQL: tests). */
+  constructor(private readonly probe?: LineProbe) {}
 
   /** Pops parked now. */
   get parked(): number {
@@ -94,18 +129,19 @@ export class WaitRoom {
   }
 
   /**
-   * Resolves when this waiter is woken, after `ms`, or when a signal aborts.
-   * Each signal gets a listener for this wait only (Node 20 keeps what
-   * AbortSignal.any combines for as long as the long-lived signal lives).
+   * Resolves when this waiter is woken or after `ms`. `door`, when given, is
+   * handed the function that takes the waiter out of its line at once and
+   * resolves the wait (its client went away). Shutdown needs none: the
+   * broker wakes every waiter (wakeAll) right after it aborts ctx.shutdown.
+   * No AbortSignal per wait: with 10,000 parked pops each signal, its
+   * listeners and a listener on the shutdown signal were about 1 KB a pop.
    */
-  park(queue: string, group: string, partition: string | null, ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
+  park(queue: string, group: string, partition: string | null, ms: number, door?: (leave: () => void) => void): Promise<void> {
     return new Promise((resolve) => {
       const line = this.lineOf(queue, group, partition);
-      let timer: NodeJS.Timeout | undefined;
       const waiter: Waiter = {
         wake: () => {
           clearTimeout(timer);
-          for (const s of signals) s?.removeEventListener('abort', leave);
           resolve();
         },
       };
@@ -113,15 +149,14 @@ export class WaitRoom {
         this.remove(queue, line, waiter);
         waiter.wake();
       };
-      if (signals.some((s) => s?.aborted)) return resolve();
-      for (const s of signals) s?.addEventListener('abort', leave, { once: true });
-      timer = setTimeout(leave, Math.max(0, ms));
+      const timer = setTimeout(leave, Math.max(0, ms));
+      door?.(leave);
       line.waiters.push(waiter);
       this.size += 1;
-      if (!line.recheck) {
-        line.recheck = setInterval(() => this.wakeHead(queue, line), RECHECK_MS);
-        line.recheck.unref();
-      }
+      // This pop found nothing: what holds the line back is asked afresh.
+      this.quiet.delete(line);
+      this.unprobed.add(line);
+      this.scheduleRecheck();
     });
   }
 
@@ -193,7 +228,7 @@ export class WaitRoom {
     if (!lines) this.queues.set(queue, (lines = new Map()));
     const key = lineKey(group, partition);
     let line = lines.get(key);
-    if (!line) lines.set(key, (line = { group, partition, waiters: [], checking: 0, missed: 0 }));
+    if (!line) lines.set(key, (line = { queue, group, partition, waiters: [], checking: 0, missed: 0 }));
     return line;
   }
 
@@ -224,11 +259,83 @@ export class WaitRoom {
     line.waiters.splice(i, 1);
     this.size -= 1;
     if (line.waiters.length === 0) {
-      clearInterval(line.recheck);
-      line.recheck = undefined;
+      this.unprobed.delete(line);
+      this.quiet.delete(line);
       this.dropIfIdle(queue, line);
     }
+    if (this.size === 0) {
+      clearTimeout(this.recheckTimer);
+      this.recheckTimer = undefined;
+    }
   }
+
+  /** One timer for the whole room, while any pop is parked. */
+  private scheduleRecheck(): void {
+    if (this.recheckTimer || this.size === 0) return;
+    this.recheckTimer = setTimeout(() => {
+      this.recheckTimer = undefined;
+      void this.recheck().finally(() => this.scheduleRecheck());
+    }, RECHECK_MS);
+    this.recheckTimer.unref();
+  }
+
+  /**
+   * The re-check: asks the probe about the lines parked in since the last
+   * one and about the sweep's share of the quiet ones, and wakes the head
+   * of each line with something pending (of every line while pops are
+   * paused: each answers so). Without a probe, every line's head.
+   */
+  private async recheck(): Promise<void> {
+    if (this.rechecking) return;
+    if (!this.probe) return this.wakeEveryHead();
+    this.rechecking = true;
+    try {
+      const asked = [...this.unprobed];
+      this.unprobed.clear();
+      let swept = 0;
+      for (const line of this.quiet.keys()) {
+        if (swept++ >= SWEEP_LINES) break;
+        asked.push(line);
+      }
+      if (asked.length === 0) return;
+      let verdict: { pending: number[]; paused: boolean };
+      try {
+        verdict = await this.probe(asked);
+      } catch {
+        verdict = { pending: asked.map((_, i) => i), paused: false };
+      }
+      if (verdict.paused) return this.wakeEveryHead();
+      const pending = new Set(verdict.pending);
+      asked.forEach((line, i) => {
+        if (line.waiters.length === 0) return;
+        if (pending.has(i)) {
+          this.quiet.delete(line);
+          this.wakeHead(line.queue, line);
+          // Whoever is left in the line is asked about again next time.
+          if (line.waiters.length) this.unprobed.add(line);
+        } else if (!this.unprobed.has(line)) {
+          // To the back of the sweep (unless a pop parked in meanwhile: then it is asked next time).
+          this.quiet.delete(line);
+          this.quiet.set(line, true);
+        }
+      });
+    } finally {
+      this.rechecking = false;
+    }
+  }
+
+  /** The head of every line looks again; the rest of each line is asked about at the next re-check. */
+  private wakeEveryHead(): void {
+    for (const [queue, lines] of [...this.queues]) {
+      for (const line of [...lines.values()]) {
+        if (!line.waiters.length) continue;
+        this.quiet.delete(line);
+        this.wakeHead(queue, line);
+        if (line.waiters.length) this.unprobed.add(line);
+      }
+    }
+  }
+
 
   private dropIfIdle(queue: string, line: Line): void {
     if (line.waiters.length > 0 || line.checking > 0) return;

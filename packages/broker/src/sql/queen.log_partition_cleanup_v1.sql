@@ -3,6 +3,8 @@
 -- stream state row references it or a lease on it is live (vetoed). Lock
 -- order (§4): every candidate partition row ascending first (re-checked under
 -- the lock: a push may have landed meanwhile), then their cursor rows.
+-- Answers the deleted partitions as [queue, partition] pairs: a broker
+-- forgets exactly those ids (not every cached partition of their queues).
 create or replace function queen.log_partition_cleanup_v1(p_inactive_s bigint) returns jsonb
 language plpgsql as $$
 declare
@@ -12,7 +14,7 @@ declare
   v_id       uuid;
   v_ref      boolean;
   v_vetoed   int := 0;
-  v_queues   text[];
+  v_gone     jsonb;
 begin
   select coalesce(array_agg(s.id), '{}') into v_cands from (
     select p.id from queen.partitions p
@@ -36,7 +38,7 @@ begin
 
   perform 1 from queen.cursors c where c.partition_id = any(v_doomed)
    order by c.partition_id, c.consumer_group for update;
-  select coalesce(array_agg(distinct p.queue_name), '{}') into v_queues from queen.partitions p where p.id = any(v_doomed);
+  select coalesce(jsonb_agg(jsonb_build_array(p.queue_name, p.name)), '[]') into v_gone from queen.partitions p where p.id = any(v_doomed);
   delete from queen.messages m where m.partition_id = any(v_doomed);
   delete from queen.log_segments s where s.partition_id = any(v_doomed);
   delete from queen.failures f where f.partition_id = any(v_doomed);
@@ -44,6 +46,6 @@ begin
   delete from queen.cursors c where c.partition_id = any(v_doomed);
   delete from queen.pending pp where pp.partition_id = any(v_doomed);
   delete from queen.partitions p where p.id = any(v_doomed);
-  return jsonb_build_object('deleted', cardinality(v_doomed), 'vetoed', v_vetoed, 'queues', to_jsonb(v_queues));
+  return jsonb_build_object('deleted', cardinality(v_doomed), 'vetoed', v_vetoed, 'partitions', v_gone);
 end
 $$;

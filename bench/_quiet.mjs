@@ -1,0 +1,214 @@
+// Quiet-time measures of bench/scale.mjs (issue 31): what the broker and
+// PostgreSQL cost while nothing happens (the idle floor) and while long-poll
+// pops are parked on many distinct queues, how soon one push wakes the pop
+// parked on its queue, and the broker's RSS meanwhile. CPU comes from /proc
+// (no query to PostgreSQL inside a window), per PostgreSQL process role.
+import http from 'node:http';
+import { readFileSync, readdirSync } from 'node:fs';
+import { cpuSecondsOf, mb, parentPidOf, percentile, rssOf } from './_lib.mjs';
+
+/** The postmaster of the cluster `sql` talks to (the parent of its backend). */
+export async function postmasterOf(sql) {
+  return parentPidOf((await sql.query('select pg_backend_pid() as pid')).rows[0].pid);
+}
+
+/** What a PostgreSQL process does, from the title it sets (what ps shows). */
+function roleOf(pid) {
+  let title;
+  try {
+    title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return null;
+  }
+  if (title.includes('autovacuum worker')) return 'autovacuum';
+  // Backends are titled "postgres: <user> <database> <host>(<port>) <state>".
+  return /\(\d+\)/.test(title) ? 'backends' : 'background';
+}
+
+/** CPU seconds so far: the broker's, and PostgreSQL's by role (exited = children the postmaster reaped). */
+function snapshot(brokerPid, postmaster) {
+  const pg = { backends: 0, autovacuum: 0, background: cpuSecondsOf(postmaster), exited: cpuSecondsOf(postmaster, { children: true }) - cpuSecondsOf(postmaster) };
+  const live = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d) || parentPidOf(d) !== postmaster) continue;
+    const role = roleOf(d);
+    if (!role) continue;
+    const s = cpuSecondsOf(d);
+    pg[role] += s;
+    live.set(d, s);
+  }
+  return { broker: cpuSecondsOf(brokerPid), pg, live, at: performance.now() };
+}
+
+const cores = (seconds, elapsed) => Math.round((seconds / elapsed) * 10000) / 10000;
+
+/**
+ * Runs `during` (default: a sleep of `seconds`) and answers the cores the
+ * broker and PostgreSQL used meanwhile (CPU seconds per second), PostgreSQL
+ * also by role. A process that exits in the window counts under `exited`
+ * with all of its CPU, so the roles are approximate; the total is exact.
+ */
+export async function cpuWindow({ brokerPid, postmaster, seconds, during }) {
+  const a = snapshot(brokerPid, postmaster);
+  const value = await (during ? during() : new Promise((r) => setTimeout(r, seconds * 1000)));
+  const b = snapshot(brokerPid, postmaster);
+  const elapsed = (b.at - a.at) / 1000;
+  const byRole = Object.fromEntries(Object.keys(a.pg).map((k) => [k, cores(b.pg[k] - a.pg[k], elapsed)]));
+  const pgTotal = Object.keys(a.pg).reduce((s, k) => s + b.pg[k] - a.pg[k], 0);
+  // PostgreSQL processes that ended in the window: their CPU at its start should reappear under `exited`.
+  const ended = [...a.live].filter(([pid]) => !b.live.has(pid));
+  const endedProcesses = { n: ended.length, cpuSecondsAtStart: Math.round(ended.reduce((s, [, v]) => s + v, 0) * 100) / 100, exitedSeconds: Math.round((b.pg.exited - a.pg.exited) * 100) / 100 };
+  return { seconds: Math.round(elapsed * 100) / 100, brokerCores: cores(b.broker - a.broker, elapsed), postgresCores: cores(pgTotal, elapsed), postgresByRole: byRole, endedProcesses, value };
+}
+
+/** Transactions committed or rolled back in this database so far (backends report them within a second or so). */
+async function transactions(sql) {
+  const { rows } = await sql.query('select (xact_commit + xact_rollback)::bigint as n from pg_stat_database where datname = current_database()');
+  return Number(rows[0].n);
+}
+
+/**
+ * Whether autovacuum runs or is due to (a table past its default vacuum,
+ * insert or analyze threshold): after a bulk load it works for a minute or
+ * more, the load's aftermath, not the floor.
+ */
+async function autovacuumPending(sql) {
+  const { rows } = await sql.query(
+    `select (select count(*) from pg_stat_activity where backend_type = 'autovacuum worker')
+          + (select count(*) from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+              where s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
+                 or s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
+                 or s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0))::int as n`,
+  );
+  return rows[0].n > 0;
+}
+
+/**
+ * The idle floor: nothing is sent to the broker for `seconds`. First waits
+ * until autovacuum has nothing left to do (at most `settleMaxSeconds`, and
+ * says how long it waited), then measures.
+ * `transactionsPerSecond` is read from pg_stat_database around the window
+ * (two queries of ours outside it, subtracted).
+ */
+export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMaxSeconds = 240 }) {
+  const started = performance.now();
+  await new Promise((r) => setTimeout(r, 2000));
+  while ((await autovacuumPending(sql)) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
+  const settledSeconds = Math.round((performance.now() - started) / 100) / 10;
+  // Let the statistics of what ran before settle, so the count below is the window's.
+  await new Promise((r) => setTimeout(r, 1500));
+  const before = await transactions(sql);
+  const w = await cpuWindow({ brokerPid, postmaster, seconds });
+  await new Promise((r) => setTimeout(r, 1500));
+  const after = await transactions(sql);
+  const { value: _v, ...window } = w;
+  return { settledSeconds, ...window, transactionsPerSecond: Math.round(((after - before - 1) / w.seconds) * 100) / 100, brokerRssMb: mb(await rssOf(brokerPid)) };
+}
+
+/** The queen_long_poll_waiting gauge of the broker's /metrics. */
+async function parkedNow(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^queen_long_poll_waiting (\d+)/m.exec(text)?.[1] ?? NaN);
+}
+
+/** A long-poll pop over its own socket; `answer` resolves with its status and when its headers arrived. */
+function openPop(agent, url, path) {
+  let req;
+  const answer = new Promise((resolve) => {
+    req = http.get(`${url}${path}`, { agent }, (res) => {
+      const at = performance.now();
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode, at, body }));
+      res.on('error', (err) => resolve({ status: 'error', at, error: err.message }));
+    });
+    req.on('error', (err) => resolve({ status: 'error', at: performance.now(), error: err.message }));
+  });
+  const pop = { req, answer, settled: false };
+  answer.then(() => (pop.settled = true));
+  return pop;
+}
+
+const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+const round2 = (v) => (v === null ? null : Math.round(v * 100) / 100);
+
+/**
+ * Parks one long-poll pop on each of `targets` ({ queue, query }), each over
+ * its own socket, and waits until the broker counts them parked. Then, with
+ * nothing else happening: the cores of the broker and PostgreSQL over the
+ * 20 s after parking and over `seconds` after those (the steady state), the
+ * broker's RSS, and the wake latency of `samples` pushes, each
+ * to a different parked queue (from sending the push to the parked pop's
+ * answer; `push(queue, payload)` sends it). Finally closes every socket and
+ * waits until the broker has let the abandoned pops go.
+ */
+export async function parkedPops({ url, brokerPid, postmaster, sql, targets, seconds, samples, timeoutMs, push, log }) {
+  const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+  const pops = [];
+  const openedAt = performance.now();
+  const rssBefore = await rssOf(brokerPid);
+  // In slices: 10,000 connects at once overflow the listen backlog (a dropped SYN is retried after a second).
+  for (let i = 0; i < targets.length; i += 250) {
+    for (const t of targets.slice(i, i + 250)) pops.push(openPop(agent, url, `/api/v1/pop/queue/${encodeURIComponent(t.queue)}?wait=true&timeout=${timeoutMs}${t.query ?? ''}`));
+    await wait(20);
+  }
+  let parked = 0;
+  const deadline = performance.now() + 240_000;
+  for (;;) {
+    parked = await parkedNow(url);
+    // A pop answered already (an error, under load) will not park.
+    const answered = pops.filter((p) => p.settled).length;
+    if (parked + answered >= targets.length || performance.now() > deadline) break;
+    log?.(`${parked} of ${targets.length} pops parked, ${answered} answered`);
+    await wait(2000);
+  }
+  const parkSeconds = round2((performance.now() - openedAt) / 1000);
+  // The first seconds after parking them all still pay for it (V8's memory
+  // reducer collects the parking's garbage some 10-20 s later): measured
+  // apart, and the window of the parked steady state starts after them.
+  const { value: _s, ...afterParking } = await cpuWindow({ brokerPid, postmaster, seconds: 20 });
+  const before = await transactions(sql);
+  const w = await cpuWindow({ brokerPid, postmaster, seconds });
+  const rssParked = await rssOf(brokerPid);
+  await wait(1500);
+  const after = await transactions(sql);
+  // Pops answered before the wake samples (none should be): by status.
+  const early = {};
+  for (const p of pops) {
+    if (!p.settled) continue;
+    const { status } = await p.answer;
+    early[status] = (early[status] ?? 0) + 1;
+  }
+
+  // Wake latency: one push at a time, each to another parked queue, spread over the targets.
+  const ms = [];
+  const failures = [];
+  const step = Math.max(1, Math.floor(targets.length / samples));
+  for (let s = 0; s < samples && s * step < targets.length; s++) {
+    const k = s * step;
+    const t0 = performance.now();
+    const pushed = push(targets[k].queue, { wake: s });
+    const a = await Promise.race([pops[k].answer, wait(10_000).then(() => ({ status: 'no answer within 10 s', at: performance.now() }))]);
+    await pushed;
+    if (a.status === 200) ms.push(a.at - t0);
+    else failures.push({ queue: targets[k].queue, status: a.status });
+  }
+  ms.sort((x, y) => x - y);
+  const wake = { n: ms.length, p50Ms: round2(percentile(ms, 50)), p99Ms: round2(percentile(ms, 99)), maxMs: round2(ms.at(-1) ?? null), failures };
+
+  // Every socket closed: the broker drops the abandoned pops.
+  for (const p of pops) p.req.destroy();
+  agent.destroy();
+  let left = await parkedNow(url);
+  for (let i = 0; i < 60 && left > 0; i++) {
+    await wait(500);
+    left = await parkedNow(url);
+  }
+  const { value: _v, ...window } = w;
+  return {
+    pops: targets.length, parked, parkSeconds, afterParking, ...window, answeredBeforeWindowEnd: early,
+    transactionsPerSecond: round2((after - before - 1) / w.seconds),
+    brokerRssMb: mb(rssParked), brokerRssBeforeMb: mb(rssBefore), wake, leftParkedAfterClose: left,
+  };
+}
