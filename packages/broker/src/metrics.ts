@@ -111,7 +111,7 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
  * apps/broker/src/idle.test.ts). A stall shorter than this is seen by the
  * samples it delays, a longer one always.
  */
-export const EVENT_LOOP_SAMPLE_MS = 100;
+const EVENT_LOOP_SAMPLE_MS = 100;
 
 /**
  * The series of a new broker (BrokerContext.metrics; built with the context,
