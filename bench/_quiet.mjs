@@ -207,7 +207,7 @@ export async function parkedPops({ url, brokerPid, postmaster, sql, targets, sec
     else failures.push({ queue: targets[k].queue, status: a.status });
   }
   ms.sort((x, y) => x - y);
-  const wake = { n: ms.length, p50Ms: round2(percentile(ms, 50)), p99Ms: round2(percentile(ms, 99)), maxMs: round2(ms.at(-1) ?? null), failures };
+  const wake = { n: ms.length, p50Ms: round2(percentile(ms, 50)), p99Ms: round2(percentile(ms, 99)), maxMs: round2(ms.at(-1) ?? null), failures, samplesMs: ms.map(round2) };
 
   // Every socket closed: the broker drops the abandoned pops.
   for (const p of pops) p.req.destroy();
