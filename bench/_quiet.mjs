@@ -37,8 +37,11 @@ function snapshot(brokerPid, postmaster) {
     pg[role] += s;
     live.set(d, s);
   }
-  return { broker: cpuSecondsOf(brokerPid), pg, live, at: performance.now() };
+  return { broker: cpuSecondsOf(brokerPid), pg, live, postmaster: cpuSecondsOf(postmaster), at: performance.now() };
 }
+
+/** The broker's pool closes a connection idle this long (database.ts), plus a margin. */
+const POOL_IDLE_MS = 32_000;
 
 const cores = (seconds, elapsed) => Math.round((seconds / elapsed) * 10000) / 10000;
 
@@ -54,10 +57,17 @@ export async function cpuWindow({ brokerPid, postmaster, seconds, during }) {
   const b = snapshot(brokerPid, postmaster);
   const elapsed = (b.at - a.at) / 1000;
   const byRole = Object.fromEntries(Object.keys(a.pg).map((k) => [k, cores(b.pg[k] - a.pg[k], elapsed)]));
-  const pgTotal = Object.keys(a.pg).reduce((s, k) => s + b.pg[k] - a.pg[k], 0);
-  // PostgreSQL processes that ended in the window: their CPU at its start should reappear under `exited`.
+  // A PostgreSQL process that ends in the window takes its CPU so far out
+  // of the live ones; the postmaster's reaped-children time should grow by
+  // at least as much (it did not always: a negative total). So PostgreSQL's
+  // CPU is the live processes' growth (new ones whole), the postmaster's
+  // own, and what the reaped-children time grew beyond the ended processes'
+  // CPU at the window's start, never less than nothing.
   const ended = [...a.live].filter(([pid]) => !b.live.has(pid));
-  const endedProcesses = { n: ended.length, cpuSecondsAtStart: Math.round(ended.reduce((s, [, v]) => s + v, 0) * 100) / 100, exitedSeconds: Math.round((b.pg.exited - a.pg.exited) * 100) / 100 };
+  const endedAtStart = ended.reduce((s, [, v]) => s + v, 0);
+  let pgTotal = (b.postmaster - a.postmaster) + Math.max(0, b.pg.exited - a.pg.exited - endedAtStart);
+  for (const [pid, v] of b.live) pgTotal += v - (a.live.get(pid) ?? 0);
+  const endedProcesses = { n: ended.length, cpuSecondsAtStart: Math.round(endedAtStart * 100) / 100, exitedSeconds: Math.round((b.pg.exited - a.pg.exited) * 100) / 100 };
   return { seconds: Math.round(elapsed * 100) / 100, brokerCores: cores(b.broker - a.broker, elapsed), postgresCores: cores(pgTotal, elapsed), postgresByRole: byRole, endedProcesses, value };
 }
 
@@ -92,7 +102,8 @@ async function autovacuumPending(sql) {
  */
 export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMaxSeconds = 240 }) {
   const started = performance.now();
-  await new Promise((r) => setTimeout(r, 2000));
+  // The broker's pool lets connections go after 30 s idle (each a backend ending): the floor comes after.
+  await new Promise((r) => setTimeout(r, POOL_IDLE_MS));
   while ((await autovacuumPending(sql)) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
   const settledSeconds = Math.round((performance.now() - started) / 100) / 10;
   // Let the statistics of what ran before settle, so the count below is the window's.
@@ -137,7 +148,7 @@ const round2 = (v) => (v === null ? null : Math.round(v * 100) / 100);
  * Parks one long-poll pop on each of `targets` ({ queue, query }), each over
  * its own socket, and waits until the broker counts them parked. Then, with
  * nothing else happening: the cores of the broker and PostgreSQL over the
- * 20 s after parking and over `seconds` after those (the steady state), the
+ * 32 s after parking and over `seconds` after those (the steady state), the
  * broker's RSS, and the wake latency of `samples` pushes, each
  * to a different parked queue (from sending the push to the parked pop's
  * answer; `push(queue, payload)` sends it). Finally closes every socket and
@@ -165,9 +176,10 @@ export async function parkedPops({ url, brokerPid, postmaster, sql, targets, sec
   }
   const parkSeconds = round2((performance.now() - openedAt) / 1000);
   // The first seconds after parking them all still pay for it (V8's memory
-  // reducer collects the parking's garbage some 10-20 s later): measured
-  // apart, and the window of the parked steady state starts after them.
-  const { value: _s, ...afterParking } = await cpuWindow({ brokerPid, postmaster, seconds: 20 });
+  // reducer collects the parking's garbage some 10-20 s later, the pool lets
+  // the connections the parking opened go after 30 s idle): measured apart,
+  // and the window of the parked steady state starts after them.
+  const { value: _s, ...afterParking } = await cpuWindow({ brokerPid, postmaster, seconds: POOL_IDLE_MS / 1000 });
   const before = await transactions(sql);
   const w = await cpuWindow({ brokerPid, postmaster, seconds });
   const rssParked = await rssOf(brokerPid);
@@ -195,7 +207,7 @@ export async function parkedPops({ url, brokerPid, postmaster, sql, targets, sec
     else failures.push({ queue: targets[k].queue, status: a.status });
   }
   ms.sort((x, y) => x - y);
-  const wake = { n: ms.length, p50Ms: round2(percentile(ms, 50)), p99Ms: round2(percentile(ms, 99)), maxMs: round2(ms.at(-1) ?? null), failures };
+  const wake = { n: ms.length, p50Ms: round2(percentile(ms, 50)), p99Ms: round2(percentile(ms, 99)), maxMs: round2(ms.at(-1) ?? null), failures, samplesMs: ms.map(round2) };
 
   // Every socket closed: the broker drops the abandoned pops.
   for (const p of pops) p.req.destroy();

@@ -130,6 +130,12 @@ async function round(tag, { bigQueue = null, someQueue = null, seededQueues = 0 
       return performance.now() - t;
     });
   }
+  // The parked pops' re-check asks PostgreSQL this about each line parked
+  // since the last one (wait-room.ts): a line of a queue with nothing pending
+  // reads every partition of it.
+  progress(NAME, `[${tag}] the re-check's question for one parked line`);
+  const lineProbe = (queue) => timed(20, () => sql.query('select queen.log_lines_pending_v1($1, $2, $3)', [[queue], [GROUP], [null]]));
+  out.recheckLine = { small: await lineProbe(small), ...(bigQueue ? { big: await lineProbe(bigQueue) } : {}) };
 
   progress(NAME, `[${tag}] /metrics and listings`);
   let metricsBytes = 0;
@@ -234,6 +240,7 @@ for (const k of ['wildcardPopAck10', 'wildcardPopAckBig']) {
   const f = results.full[k];
   rows.push({ measure: k, empty: e ? `p50 ${e.p50Ms} p99 ${e.p99Ms} ms` : '', full: f ? `p50 ${f.p50Ms} p99 ${f.p99Ms} ms` : '' });
 }
+rows.push({ measure: 're-check of one parked line', empty: `p50 ${results.empty.recheckLine.small.p50Ms} ms (${PARTITIONS} partitions)`, full: `p50 ${results.full.recheckLine.small.p50Ms} ms (${PARTITIONS}), ${results.full.recheckLine.big?.p50Ms} ms (${BIG})` });
 rows.push({ measure: 'metrics', empty: `${results.empty.metrics.bytes} B p50 ${results.empty.metrics.p50Ms} ms`, full: `${results.full.metrics.bytes} B p50 ${results.full.metrics.p50Ms} ms` });
 for (const k of Object.keys(results.full.listings)) {
   const e = results.empty.listings[k];
@@ -244,7 +251,7 @@ for (const k of Object.keys(results.full.listings)) {
 rows.push({ measure: 'broker RSS MB', empty: results.empty.brokerRssMb, full: results.full.brokerRssMb });
 const cpu = (w) => `broker ${w.brokerCores} / pg ${w.postgresCores} cores, ${w.transactionsPerSecond} tx/s`;
 rows.push({ measure: 'idle floor', empty: cpu(results.empty.idle), full: cpu(results.full.idle) });
-rows.push({ measure: `${PARKED} parked pops, 20 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
+rows.push({ measure: `${PARKED} parked pops, 32 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
 rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
 const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
 rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });
