@@ -206,10 +206,17 @@ async function seed() {
      on conflict (partition_id, consumer_group) do update set cursor_offset = excluded.cursor_offset, lease_id = null, lease_expires_at = null`,
     [big, GROUP],
   );
+  // The queue-mode group's first wildcard pop lists it for the queue, reading
+  // every partition once (its pending set, issue 31); what is measured is
+  // the pops after, as a consumer of the queue sees them. Timed apart.
+  const listing = performance.now();
+  await call('GET', `/api/v1/pop/queue/${big}?wait=false`);
+  firstBigPopMs = Math.round(performance.now() - listing);
   return { seconds: Math.round((Date.now() - started) / 100) / 10, bigQueue: big };
 }
 
 let results;
+let firstBigPopMs = null;
 try {
   const empty = await round('empty');
   progress(NAME, `seeding ${QUEUES} queues x ${PARTITIONS} partitions and one queue of ${BIG}`);
@@ -220,7 +227,7 @@ try {
   results = {
     ...resultsHead(NAME, db, loadAtStart),
     options: { queues: QUEUES, partitionsPerQueue: PARTITIONS, bigQueuePartitions: BIG, seconds: SECONDS, parked: PARKED, idleSeconds: IDLE_SECONDS, wakeSamples: WAKE_SAMPLES },
-    seedSeconds: seeded.seconds, counts, empty, full,
+    seedSeconds: seeded.seconds, firstBigPopMs, counts, empty, full,
   };
 } finally {
   await sql.end();
