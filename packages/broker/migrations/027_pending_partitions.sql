@@ -9,14 +9,15 @@
 --
 -- Who writes it (the functions in src/sql say how, each in its own file):
 -- - a push, under its partition's append lock, for every group listed in
---   queen.pending_groups for the queue: head_offset raised to the new head,
---   since kept at the older of the two;
+--   queen.pending_groups for the queue: head_offset raised to the new head;
+--   since kept at the older of the two, or the new createdAt when the group
+--   had consumed up to the row's head;
 -- - the first wildcard pop of a (queue, group) lists the group and fills in
 --   the partitions that already hold something for it;
--- - a pop that claims moves since to the next message's createdAt (or, when
---   it claimed up to the head, to when its lease ends);
--- - a pop that finds the partition has nothing left (cursor at the head)
---   deletes the row, only if no push raised head_offset meanwhile;
+-- - a pop never writes a row on a claim (a push to the partition would wait
+--   for its commit): it reads each row's true oldest message itself;
+-- - a pop that finds a row drained for over 10 s deletes it, only if no
+--   push raised head_offset meanwhile;
 -- - seek and an autoAck pop handing messages back add rows again.
 -- Lock order: pending rows come after cursor rows (PROTOCOL §4 rank 5): a
 -- push holds only its partitions' append locks when it writes them, a pop
@@ -24,8 +25,6 @@
 -- key check locks the partition or queue row, which a push holds while it
 -- waits for the queue's pending lock (queen.log_pending_lock_v1); queue
 -- delete and partition cleanup delete the rows themselves.
--- A row can be stale (its partition emptied by an ack, a dead letter or
--- retention): the pop checks the partition itself and deletes it.
 create table queen.pending_groups (
   queue_id        uuid not null,
   consumer_group  text not null,

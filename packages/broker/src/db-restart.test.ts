@@ -26,7 +26,6 @@ beforeAll(async () => {
     write(line: string) {
       const entry = JSON.parse(line);
       logLines.push({ level: entry.level, msg: entry.msg, time: entry.time });
-      if (entry.level >= 40 && process.env.DEBUG_RESTART) console.error(line);
     },
   });
   broker = await startBroker({

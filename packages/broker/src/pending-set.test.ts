@@ -172,12 +172,15 @@ describe('wildcard pop reads the pending set', () => {
     await push(queue, 'a', 1);
     await ack(await pop(queue)); // listed; the row of 'a' is now stale
     const pid = (await b.sql.query(`select id from queen.partitions where queue_name = $1`, [queue])).rows[0].id as string;
+    // Drained for over 10 s: a pop that reaches the row tries to drop it.
+    await b.sql.query(`update queen.pending set since = since - interval '1 minute' where partition_id = $1`, [pid]);
     const holder = await b.sql.connect();
     try {
       await holder.query('begin');
       await holder.query({ ...PUSH_RUN_SQL, values: [pid, JSON.stringify([{ payload: 2 }]), null] });
-      // The pop sees the partition drained (the push is not committed) and
-      // does not wait for the row the push holds.
+      // The pop sees the partition drained (the push is not committed),
+      // tries to drop its row and passes it over: the push holds it, and a
+      // pop never waits for a push.
       expect(await pop(queue)).toEqual([]);
       await holder.query('commit');
     } finally {
