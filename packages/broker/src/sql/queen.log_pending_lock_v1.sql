@@ -1,6 +1,7 @@
 -- A queue's pending lock (issue 31, migration 027): a transaction advisory
 -- lock on the queue. A push takes it shared, holding its partitions' append
--- locks, before it writes queen.pending; what rewrites a group's pending
+-- locks, before it writes queen.pending (queen.log_append_advance_v1 takes
+-- it with the same keys in line, to spare a push a call); what rewrites a group's pending
 -- rows wholesale (its first wildcard pop, seek, an autoAck hand-back, a
 -- group delete) takes it exclusively, so no push writes the same rows
 -- meanwhile.
