@@ -259,6 +259,8 @@ rows.push({ measure: 'broker RSS MB', empty: results.empty.brokerRssMb, full: re
 const cpu = (w) => `broker ${w.brokerCores} / pg ${w.postgresCores} cores, ${w.transactionsPerSecond} tx/s`;
 rows.push({ measure: 'idle floor', empty: cpu(results.empty.idle), full: cpu(results.full.idle) });
 rows.push({ measure: `${PARKED} parked pops, 32 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
+const recount = (r) => (r.totalsRecount ? `${r.totalsRecount.seconds} s, PostgreSQL ${r.totalsRecount.postgresCores} cores${r.totalsRecount.leftAtEnd ? `, ${r.totalsRecount.leftAtEnd} left` : ''}` : '-');
+rows.push({ measure: 'listing totals recount after parking', empty: recount(results.empty.parked), full: recount(results.full.parked) });
 rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
 const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
 rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });

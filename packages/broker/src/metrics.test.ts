@@ -124,6 +124,27 @@ describe('/metrics gauges', () => {
     expect(value(await scrape(), 'queen_long_poll_waiting', {})).toBe(0);
   });
 
+  it('the listing totals backlog: a new group\'s queue waits for its recount in the background, then drains', async () => {
+    const q = uniqueName('m-totals');
+    const backlog = async () => Object.fromEntries(samples(await scrape(), 'queen_listing_totals_backlog').map(([l, v]) => [l.kind, v]));
+    const drained = async () => {
+      for (let i = 0; i < 100; i++) {
+        const now = await backlog();
+        if (now.partitions === 0 && now.background === 0 && now.queues === 0) return now;
+        await sleep(100);
+      }
+      return backlog();
+    };
+    for (const p of ['a', 'b', 'c']) await push(q, 1, p);
+    // A scrape recounts the partitions this broker wrote first (its gauges read the totals).
+    expect(await drained()).toMatchObject({ partitions: 0, background: 0, queues: 0 });
+    // A group's first pop of the queue has it recounted whole, in the background.
+    expect((await pop(q, uniqueName('g'), 1)).status).toBe(200);
+    const after = await backlog();
+    expect(after.queues + after.background + after.partitions).toBeGreaterThanOrEqual(1);
+    expect(await drained()).toMatchObject({ partitions: 0, background: 0, queues: 0 });
+  });
+
   it(`label sets are capped: the ${GAUGE_TOP_N} deepest queues, deepest first`, async () => {
     const prefix = uniqueName('m-cap');
     const items = [];

@@ -173,6 +173,15 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
       this.set({ state: 'waiting' }, pool.waitingCount);
     },
   });
+  new Gauge({
+    name: 'queen_listing_totals_backlog',
+    help: 'What waits for a listing totals recount on this broker: partitions written, partitions of queues recounted whole, queues, leases watched',
+    labelNames: ['kind'],
+    registers,
+    collect() {
+      for (const [kind, n] of Object.entries(ctx.totals.pending)) this.set({ kind }, n);
+    },
+  });
   return {
     registry,
     httpRequests: new Counter({ name: 'queen_http_requests_total', help: 'HTTP requests answered', labelNames: ['route', 'method', 'status'], registers }),
