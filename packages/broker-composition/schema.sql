@@ -61,10 +61,11 @@ table queen.partition_tallies (partition_id uuid not null, queue_id uuid not nul
   constraint partition_tallies_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
   CREATE INDEX partition_tallies_oldest ON queen.partition_tallies USING btree (queue_id, oldest_pending_at)
   CREATE UNIQUE INDEX partition_tallies_pkey ON queen.partition_tallies USING btree (partition_id)
-table queen.partitions (id uuid not null default gen_random_uuid(), queue_id uuid not null, queue_name text not null, name text not null, head_offset bigint not null default 0, first_offset bigint not null default 1, last_created_at timestamp with time zone, segment_first bigint, segment_started_at timestamp with time zone, created_at timestamp with time zone not null default now(), last_activity timestamp with time zone not null default now())
+table queen.partitions (id uuid not null default gen_random_uuid(), queue_id uuid not null, queue_name text not null, name text not null, head_offset bigint not null default 0, first_offset bigint not null default 1, last_created_at timestamp with time zone, segment_first bigint, segment_started_at timestamp with time zone, created_at timestamp with time zone not null default now(), last_activity timestamp with time zone not null default now(), retained_since timestamp with time zone)
   constraint partitions_pkey PRIMARY KEY (id)
   constraint partitions_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
   constraint partitions_queue_id_name_key UNIQUE (queue_id, name)
+  CREATE INDEX partitions_retained_since ON queen.partitions USING btree (retained_since)
   CREATE UNIQUE INDEX partitions_pkey ON queen.partitions USING btree (id)
   CREATE UNIQUE INDEX partitions_queue_id_name_key ON queen.partitions USING btree (queue_id, name)
 table queen.pending (queue_id uuid not null, consumer_group text not null, partition_id uuid not null, head_offset bigint not null, since timestamp with time zone not null, needs_cursor boolean not null default false)

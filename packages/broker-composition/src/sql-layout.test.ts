@@ -173,14 +173,15 @@ async function migrationsAt(commit: string, source: MigrationSource, dir: string
 }
 
 /** Every row of our tables, as text, by table (the runner's own bookkeeping aside). */
-async function tableContents(db: Queryable): Promise<Record<string, string[]>> {
+/** Every row of every table of our schemas (as jsonb objects: a column a later migration added is one more key). */
+async function tableContents(db: Queryable): Promise<Record<string, Record<string, unknown>[]>> {
   const { rows: tables } = await db.query<{ t: string }>(
     `select c.oid::regclass::text as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = any($1) and c.relkind in ('r', 'p') and c.relname not in ('migrations', 'function_files', 'schema_version') order by 1`,
     [SCHEMAS],
   );
-  const out: Record<string, string[]> = {};
-  for (const { t } of tables) out[t] = (await db.query<{ r: string }>(`select x::text as r from ${t} x order by 1`)).rows.map((r) => r.r);
+  const out: Record<string, Record<string, unknown>[]> = {};
+  for (const { t } of tables) out[t] = (await db.query<{ r: Record<string, unknown> }>(`select to_jsonb(x) as r from ${t} x order by x::text`)).rows.map((r) => r.r);
   return out;
 }
 
@@ -227,9 +228,13 @@ describe(`a database migrated by main as of ${BEFORE}`, () => {
       const source = sources.find((s) => s.owner === row.owner)!;
       expect(row.checksum, `${row.owner}/${row.name}`).toBe(checksumOf(await readFile(join(source.dir, row.name), 'utf8')));
     }
-    // Every row as it was; tables added since are there, empty.
+    // Every row as it was in the columns it had; tables added since are there, empty.
     const after = await tableContents(old);
-    expect(Object.fromEntries(Object.keys(data).map((t) => [t, after[t]]))).toEqual(data);
+    const asBefore = (t: string) => after[t]!.map((r) => Object.fromEntries(Object.keys(data[t]![0] ?? r).map((k) => [k, r[k]])));
+    expect(Object.fromEntries(Object.keys(data).map((t) => [t, asBefore(t)]))).toEqual(data);
+    // Columns added since, as their migration filled them in: the partition's
+    // oldest retained message (030).
+    expect(after['queen.partitions']!.map((r) => r.retained_since)).toEqual([data['queen.messages']![0]!.created_at]);
     for (const t of Object.keys(after).filter((t) => !(t in data))) expect(after[t], t).toEqual([]);
     const live = await functionDefinitions(old);
     expect(await functionsFromFiles(old)).toEqual(live);

@@ -40,7 +40,10 @@ begin
   update queen.partitions
      set head_offset = v_head, last_created_at = p_created, last_activity = now(),
          segment_first = v_seg_first, segment_started_at = v_seg_started,
-         first_offset = least(first_offset, p_part.head_offset + 1)
+         first_offset = least(first_offset, p_part.head_offset + 1),
+         -- Set when the partition was empty (migration 030), else left as
+         -- it was: an indexed column, so the update stays HOT.
+         retained_since = coalesce(retained_since, p_created)
    where id = p_part.id;
 
   -- The partition is pending for every group that pops the queue by

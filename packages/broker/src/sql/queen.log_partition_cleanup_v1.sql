@@ -5,8 +5,18 @@
 -- the lock: a push may have landed meanwhile), then their cursor rows.
 -- Answers the deleted partitions as [queue, partition] pairs: a broker
 -- forgets exactly those ids (not every cached partition of their queues).
+-- The candidates come from the nulls of partitions_retained_since (an empty
+-- partition retains nothing, migration 030): a pass reads the empty
+-- partitions, not all of them (issue 31), so its cost follows the
+-- partitions waiting for p_inactive_s to pass or vetoed, plus those it
+-- deletes. enable_seqscan off: planned while every partition was empty, it
+-- must still read only the empty ones once they are few among many.
+-- enable_bitmapscan off: a partition's first push leaves the index entry of
+-- its empty row version behind until vacuum; a plain index scan marks it
+-- dead on its first visit so that the next passes skip it, a bitmap scan
+-- would visit it again at every pass.
 create or replace function queen.log_partition_cleanup_v1(p_inactive_s bigint) returns jsonb
-language plpgsql as $$
+language plpgsql set enable_seqscan = off set enable_bitmapscan = off as $$
 declare
   v_state    boolean := to_regclass('queen_streams.state') is not null;
   v_cands    uuid[];
@@ -18,7 +28,7 @@ declare
 begin
   select coalesce(array_agg(s.id), '{}') into v_cands from (
     select p.id from queen.partitions p
-     where p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s)
+     where p.retained_since is null and p.head_offset < p.first_offset and p.last_activity < now() - make_interval(secs => p_inactive_s)
      order by p.id for update) s;
   select coalesce(array_agg(p.id order by p.id), '{}') into v_cands from queen.partitions p
    where p.id = any(v_cands)

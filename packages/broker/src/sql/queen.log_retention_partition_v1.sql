@@ -51,7 +51,10 @@ begin
   update queen.partitions p
      set first_offset = greatest(p.first_offset, v_cap + 1),
          segment_first = case when p.segment_first <= v_cap then null else p.segment_first end,
-         segment_started_at = case when p.segment_first <= v_cap then null else p.segment_started_at end
+         segment_started_at = case when p.segment_first <= v_cap then null else p.segment_started_at end,
+         -- The oldest segment left (migration 030); none: the partition is empty.
+         retained_since = (select s.first_created_at from queen.log_segments s
+                            where s.partition_id = p_partition_id order by s.first_offset limit 1)
    where p.id = p_partition_id;
   return jsonb_build_object('segmentsDropped', v_segs, 'messagesDropped', v_msgs, 'more', v_cap < v_bound);
 end
