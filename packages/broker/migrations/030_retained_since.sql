@@ -12,18 +12,18 @@
 -- - nothing else: a partition row is created with null.
 -- A segment is due only when its last message is older than a window, and
 -- createdAt never goes backwards in a partition, so a partition with a due
--- segment has retained_since older than that window: a pass starts from the
--- index below at now() minus the shortest window of any queue
--- (queen.log_retention_candidates_v1), and the cleanup from its nulls
--- (queen.log_partition_cleanup_v1).
+-- segment has retained_since older than its queue's shortest window: a pass
+-- probes, per queue with retention, the range of partitions_retained_since
+-- older than that window (queen.log_retention_candidates_v1), and the
+-- cleanup reads partitions_empty (queen.log_partition_cleanup_v1).
 -- A push changes the column only when the partition was empty: every other
 -- push leaves the indexed value as it was, so its update of the partition
 -- row stays HOT (no index entry written).
--- Not an index on log_segments (first_created_at), which no push writes
--- either: beside a queue of a shorter window, a pass would read every
--- segment older than that window, up to one per hour of each partition
--- (segments close after QUEEN_SEGMENT_MAX_AGE_S); here it is one entry per
--- partition, never more than the pass read before.
+-- Not an index on retained_since alone, read from now() minus the shortest
+-- window of any queue: one queue of a short window would make every pass
+-- read the partitions of all the others older than that. Nor one on
+-- log_segments (first_created_at), which no push writes either: the same,
+-- and up to a segment per hour of each partition (QUEEN_SEGMENT_MAX_AGE_S).
 alter table queen.partitions add column retained_since timestamptz;
 
 update queen.partitions p
@@ -31,4 +31,5 @@ update queen.partitions p
                           where s.partition_id = p.id order by s.first_offset limit 1)
  where p.head_offset >= p.first_offset;
 
-create index partitions_retained_since on queen.partitions (retained_since);
+create index partitions_retained_since on queen.partitions (queue_id, retained_since);
+create index partitions_empty on queen.partitions (id) where retained_since is null;

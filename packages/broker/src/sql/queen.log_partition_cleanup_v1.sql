@@ -5,16 +5,16 @@
 -- the lock: a push may have landed meanwhile), then their cursor rows.
 -- Answers the deleted partitions as [queue, partition] pairs: a broker
 -- forgets exactly those ids (not every cached partition of their queues).
--- The candidates come from the nulls of partitions_retained_since (an empty
--- partition retains nothing, migration 030): a pass reads the empty
--- partitions, not all of them (issue 31), so its cost follows the
--- partitions waiting for p_inactive_s to pass or vetoed, plus those it
--- deletes. enable_seqscan off: planned while every partition was empty, it
--- must still read only the empty ones once they are few among many.
--- enable_bitmapscan off: a partition's first push leaves the index entry of
--- its empty row version behind until vacuum; a plain index scan marks it
--- dead on its first visit so that the next passes skip it, a bitmap scan
--- would visit it again at every pass.
+-- The candidates come from partitions_empty (the partitions whose
+-- retained_since is null: those that retain nothing, migration 030): a pass
+-- reads the empty partitions, not all of them (issue 31), so its cost
+-- follows those it deletes, those waiting for p_inactive_s to pass and
+-- those vetoed. The planner settings: planned while every partition was
+-- empty, it must still read only the empty ones once they are few among
+-- many; and a partition's first push leaves the entry of its empty row
+-- version in partitions_empty until vacuum: a plain index scan marks it
+-- dead on its first visit for the next passes to skip, a bitmap scan would
+-- visit it again at every pass.
 create or replace function queen.log_partition_cleanup_v1(p_inactive_s bigint) returns jsonb
 language plpgsql set enable_seqscan = off set enable_bitmapscan = off as $$
 declare
