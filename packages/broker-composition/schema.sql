@@ -66,7 +66,7 @@ table queen.partitions (id uuid not null default gen_random_uuid(), queue_id uui
   constraint partitions_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES queen.queues(id) ON DELETE CASCADE
   constraint partitions_queue_id_name_key UNIQUE (queue_id, name)
   CREATE INDEX partitions_empty ON queen.partitions USING btree (id) WHERE (retained_since IS NULL)
-  CREATE INDEX partitions_retained_since ON queen.partitions USING btree (queue_id, retained_since)
+  CREATE INDEX partitions_retained_since ON queen.partitions USING btree (queue_id, retained_since) WHERE (retained_since IS NOT NULL)
   CREATE UNIQUE INDEX partitions_pkey ON queen.partitions USING btree (id)
   CREATE UNIQUE INDEX partitions_queue_id_name_key ON queen.partitions USING btree (queue_id, name)
 table queen.pending (queue_id uuid not null, consumer_group text not null, partition_id uuid not null, head_offset bigint not null, since timestamp with time zone not null, needs_cursor boolean not null default false)
