@@ -28,9 +28,8 @@ export class DeadlineQueue<T extends Timed> {
     return this.heap.length;
   }
 
-  /** Queues `item` to expire `ms` from now. */
-  add(item: T, ms: number): void {
-    item.deadline = performance.now() + Math.max(0, ms);
+  /** Queues `item` to expire at its `deadline`. */
+  add(item: T): void {
     item.slot = this.heap.length;
     this.heap.push(item);
     this.up(item.slot);

@@ -144,34 +144,36 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
  * (issue 31: 10,000 pops parked on as many queues).
  */
 class PendingPop extends Waiter {
-  /** Date.now() past which it answers 204. */
-  private readonly until: number;
   private readonly partition: string | null;
   /** The client went away. */
   private gone = false;
   /** Counted in the long-poll gauge (once parked, until answered). */
   private parked = false;
   private answered = false;
-  /** The client went away: a parked pop leaves its line at once (nothing when it is not parked). */
-  private readonly abandon = () => {
-    this.gone = true;
-    this.ctx.notifier.room.leave(this);
-  };
+  /** The listener of the request's and the response's 'close' (bound: half a closure's size). */
+  private readonly onClose = this.abandon.bind(this);
 
   constructor(
     private readonly ctx: BrokerContext,
     private readonly queue: string,
     partition: string | undefined,
     private readonly q: PopQuery,
-    private readonly request: FastifyRequest,
+    request: FastifyRequest,
     private readonly reply: FastifyReply,
   ) {
     super();
-    this.until = Date.now() + (q.wait ? q.timeout : 0);
+    // The Waiter's deadline: the room's timeout, and the loop's.
+    this.deadline = performance.now() + (q.wait ? q.timeout : 0);
     this.partition = partition ?? null;
     // Plain listeners, removed once the answer is decided (every request closes).
-    request.raw.on('close', this.abandon);
-    reply.raw.on('close', this.abandon);
+    request.raw.on('close', this.onClose);
+    reply.raw.on('close', this.onClose);
+  }
+
+  /** The client went away: a parked pop leaves its line at once (nothing when it is not parked). */
+  private abandon(): void {
+    this.gone = true;
+    this.ctx.notifier.room.leave(this);
   }
 
   start(): void {
@@ -226,7 +228,7 @@ class PendingPop extends Waiter {
           this.reply.header('X-Queen-Pop-Paused', 'true');
           return this.answer(204);
         }
-        if (!q.wait || this.until <= Date.now() || this.gone || ctx.shutdown.aborted) return this.answer(204);
+        if (!q.wait || this.deadline <= performance.now() || this.gone || ctx.shutdown.aborted) return this.answer(204);
         // A write that committed after this query began woke no one if no
         // pop was parked then: look again rather than park past it.
         if (room.missedSince(watch)) continue;
@@ -245,28 +247,44 @@ class PendingPop extends Waiter {
     }
     // Shutdown wakes every parked pop once ctx.shutdown is aborted (broker.ts): one parking after that would wait for nothing.
     if (this.gone || this.ctx.shutdown.aborted) return this.answer(204);
-    this.ctx.notifier.room.enter(this.queue, this.q.consumerGroup, this.partition, this.until - Date.now(), this);
+    this.ctx.notifier.room.enter(this.queue, this.q.consumerGroup, this.partition, this);
   }
 
   private settle(): boolean {
     if (this.answered) return false;
     this.answered = true;
-    this.request.raw.removeListener('close', this.abandon);
-    this.reply.raw.removeListener('close', this.abandon);
+    this.reply.request.raw.removeListener('close', this.onClose);
+    this.reply.raw.removeListener('close', this.onClose);
     if (this.parked) this.ctx.metrics.longPollWaiting.dec();
     return true;
   }
 
+  /**
+   * Answers, once. Nothing here throws: the room may be waking other pops
+   * around this call. What reply.send throws goes to the app's error
+   * handler, as an async handler's rejection would.
+   */
   private answer(status: 200 | 204, body?: string): void {
     if (!this.settle()) return;
-    if (status === 200) this.reply.type('application/json; charset=utf-8').send(body);
-    else this.reply.code(204).send();
+    try {
+      if (status === 200) this.reply.type('application/json; charset=utf-8').send(body);
+      else this.reply.code(204).send();
+    } catch (err) {
+      this.sendError(err);
+    }
   }
 
-  /** An error answers through the app's error handler, as an async handler's rejection does. */
+  /** An error answers through the app's error handler. */
   private fail(err: unknown): void {
-    if (!this.settle()) return;
-    this.reply.send(err);
+    if (this.settle()) this.sendError(err);
+  }
+
+  private sendError(err: unknown): void {
+    try {
+      this.reply.send(err);
+    } catch (again) {
+      this.ctx.log.error({ err: again }, 'pop answer not sent');
+    }
   }
 }
 

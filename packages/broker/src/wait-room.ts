@@ -71,8 +71,9 @@ export abstract class Waiter implements Timed {
   next: Waiter | null = null;
   /** The line it is parked in; null when not parked. */
   line: Line | null = null;
-  /** For the room's DeadlineQueue. */
+  /** When its wait ends at the latest (performance.now() ms): set before {@link WaitRoom.enter}. */
   deadline = 0;
+  /** For the room's DeadlineQueue. */
   slot = -1;
 
   abstract wake(): void;
@@ -172,12 +173,12 @@ export class WaitRoom {
   }
 
   /**
-   * Parks `waiter` at the back of its line until it is woken or for `ms` at
-   * most; `waiter.wake()` is called once, either way. {@link leave} takes it
+   * Parks `waiter` at the back of its line until it is woken or until its
+   * `deadline`; `waiter.wake()` is called once, either way. {@link leave} takes it
    * out early (its client went away). Shutdown needs nothing of the waiter:
    * the broker wakes every one (wakeAll) right after it aborts ctx.shutdown.
    */
-  enter(queue: string, group: string, partition: string | null, ms: number, waiter: Waiter): void {
+  enter(queue: string, group: string, partition: string | null, waiter: Waiter): void {
     if (waiter.line) throw new Error('this waiter is already parked');
     const line = this.lineOf(queue, group, partition);
     waiter.line = line;
@@ -187,7 +188,7 @@ export class WaitRoom {
     line.tail = waiter;
     line.length += 1;
     this.size += 1;
-    this.timeouts.add(waiter, ms);
+    this.timeouts.add(waiter);
     // This pop found nothing: what holds the line back is asked afresh.
     this.quiet.delete(line);
     this.unprobed.add(line);
@@ -208,7 +209,8 @@ export class WaitRoom {
   park(queue: string, group: string, partition: string | null, ms: number, door?: (leave: () => void) => void): Promise<void> {
     return new Promise((resolve) => {
       const waiter = new Resolver(resolve);
-      this.enter(queue, group, partition, ms, waiter);
+      waiter.deadline = performance.now() + Math.max(0, ms);
+      this.enter(queue, group, partition, waiter);
       door?.(() => this.leave(waiter));
     });
   }
