@@ -1,19 +1,11 @@
 #!/usr/bin/env node
 // The deployable broker: configuration from the environment (README table),
 // embedded PostgreSQL in ./.queen/pg when DATABASE_URL is not set.
-import { setFlagsFromString } from 'node:v8';
+// First: it must run before the other modules load (young-generation.ts).
+import './young-generation.js';
 import { startBroker } from '@queen-mq/broker';
 import { pino } from 'pino';
 import { brokerComposition } from '@queen-mq/broker-composition';
-
-// Keep the young generation at its start-up size. Under a steady request
-// load V8 doubles it up to 2 × 16 MB, and the request garbage it then
-// promotes grows the old space as well: RSS 150-160 MB at ~26k pushed msg/s,
-// against ~98 MB with growth off at the same throughput (runs of
-// bench/broker.mjs's batch-100 push). V8 reads this flag each time it
-// considers growing, so setting it here works for a plain `node main.js`;
-// --max-semi-space-size would need a command-line flag.
-setFlagsFromString('--semi-space-growth-factor=1');
 
 const log = pino({ level: process.env.QUEEN_LOG_LEVEL ?? 'info' });
 

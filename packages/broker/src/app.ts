@@ -4,6 +4,7 @@ import { ackRoutes } from './ack.js';
 import { registerAuth } from './auth.js';
 import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from './http.js';
 import { registerOriginGuards } from './origin.js';
+import { requestLogger } from './request-logger.js';
 import { discardBound, keepForUnreadBody } from './unread-body.js';
 import type { BrokerContext } from './context.js';
 import { groupRoutes } from './groups.js';
@@ -60,6 +61,8 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
   const app = Fastify({
     loggerInstance: ctx.log as unknown as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    // A request's pino child is made only when the request logs (request-logger.ts).
+    childLoggerFactory: requestLogger,
     bodyLimit: ctx.config.maxBodyBytes,
     // KV keys (512 chars) and partition names (255) arrive percent-encoded: up to 12 bytes a char.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },

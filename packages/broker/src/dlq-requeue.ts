@@ -126,7 +126,7 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
     const dir = await ctx.partitions.ensure(names.map((partition) => ({ queue: target, partition })));
     for (const c of candidates) {
       const partition = body.targetPartition ?? c.partition;
-      destinations.set(c.id, { queue: target, partition, partitionId: ctx.partitions.get(dir, target, partition).partitionId });
+      destinations.set(c.id, { queue: target, partition, partitionId: ctx.partitions.idOf(dir, target, partition) });
     }
     encryptTarget = (await encryptedQueues(ctx, [target])).has(target);
   }

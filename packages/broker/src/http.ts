@@ -18,19 +18,25 @@ type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
  * before the handler runs, every offending field reported at once
  * (PROTOCOL §1.2 step 5), so a 400 never touches the database. A `null` in
  * an optional field reads as absent (§1.1), as Queen's own clients send it.
+ *
+ * The wrapper is not an async function: a handler that answers later through
+ * `reply` (a parked pop) returns nothing, and nothing of the wrapper stays
+ * alive meanwhile. A throw here (a 400) reaches fastify's error path as a
+ * rejection would.
  */
 export function registerRoute<S extends RouteSpec>(
   app: FastifyInstance,
   spec: S,
-  handler: (input: Input<Out<S['params']>, Out<S['query']>, Out<S['body']>>) => Promise<unknown>,
+  handler: (input: Input<Out<S['params']>, Out<S['query']>, Out<S['body']>>) => Promise<unknown> | void,
 ): void {
   const queryNulls = spec.query ? absentNulls(spec.query, 'query') : undefined;
   const bodyNulls = spec.body ? absentNulls(spec.body, 'body') : undefined;
+  const successStatus = spec.successStatus;
   app.route({
     method: spec.method,
     url: spec.url,
     config: { level: spec.level },
-    handler: async (request, reply) => {
+    handler: (request, reply) => {
       const details: FieldIssue[] = [];
       const parse = (schema: z.ZodType | undefined, value: unknown, prefix: string) => {
         if (!schema) return undefined;
@@ -47,9 +53,12 @@ export function registerRoute<S extends RouteSpec>(
       const rawBody = request.body === undefined ? {} : request.body;
       const body = parse(spec.body, bodyNulls ? bodyNulls(rawBody) : rawBody, 'body');
       if (details.length) throw new QueenError('VALIDATION_FAILED', `Invalid request: ${details.map((d) => `${d.field} ${d.message}`).join('; ')}`, { details });
-      const out = await handler({ params, query, body, request, reply } as Input<any, any, any>);
-      if (!reply.sent && spec.successStatus) reply.code(spec.successStatus);
-      return out;
+      const out = handler({ params, query, body, request, reply } as Input<any, any, any>);
+      if (!successStatus || !out) return out;
+      return out.then((value) => {
+        if (!reply.sent) reply.code(successStatus);
+        return value;
+      });
     },
   });
 }

@@ -21,7 +21,7 @@ export async function allocatorItems(
   const dir = await ctx.partitions.ensure(items.map((i) => ({ queue: i.queue, partition: i.partition })));
   const encrypted = await encryptedQueues(ctx, items.map((i) => i.queue));
   return items.map((i) => ({
-    partition_id: ctx.partitions.get(dir, i.queue, i.partition).partitionId,
+    partition_id: ctx.partitions.idOf(dir, i.queue, i.partition),
     ...(encrypted.has(i.queue) ? { encrypted: encryptPayload(ctx, i.payload) } : { payload: i.payload }),
     transaction_id: i.transactionId,
     trace_id: i.traceId,

@@ -29,6 +29,8 @@
  *     leased; the ack then wakes one even if it saw nothing left to claim.
  */
 
+import { DeadlineQueue, type Timed } from './deadline-queue.js';
+
 /** How often the room re-checks its lines while any pop is parked. */
 export const RECHECK_MS = 1000;
 
@@ -51,12 +53,44 @@ export interface LineRef {
  */
 export type LineProbe = (lines: readonly LineRef[]) => Promise<{ pending: number[]; paused: boolean }>;
 
-interface Waiter {
-  wake(): void;
+/**
+ * What parks in the room: a pop waiting for something to claim. The room
+ * calls `wake` once per {@link WaitRoom.enter}: when a write, the re-check
+ * or the pop ahead in its line wakes it, when its time is up, or when it
+ * {@link WaitRoom.leave}s. The pop itself is the waiter (pop.ts extends
+ * this class): no closure, promise or timer per wait, only these fields
+ * (issue 31: every object a parked pop holds counts 10,000 times).
+ *
+ * A line is a doubly linked list through its waiters: a place costs two
+ * fields, not an array's slot and its spare capacity, and leaving from the
+ * middle of a long line is O(1).
+ */
+export abstract class Waiter implements Timed {
+  /** Neighbours in the line. */
+  prev: Waiter | null = null;
+  next: Waiter | null = null;
+  /** The line it is parked in; null when not parked. */
+  line: Line | null = null;
+  /** When its wait ends at the latest (performance.now() ms): set before {@link WaitRoom.enter}. */
+  deadline = 0;
+  /** For the room's DeadlineQueue. */
+  slot = -1;
+
+  abstract wake(): void;
 }
 
-interface Line extends LineRef {
-  waiters: Waiter[];
+/** The promise form of a wait ({@link WaitRoom.park}). */
+class Resolver extends Waiter {
+  constructor(readonly wake: () => void) {
+    super();
+  }
+}
+
+export interface Line extends LineRef {
+  head: Waiter | null;
+  tail: Waiter | null;
+  /** Waiters in the line. */
+  length: number;
   /** Pop queries of this line in flight ({@link WaitRoom.watch}). */
   checking: number;
   /** Wakes that found no waiter while a query was in flight. */
@@ -64,6 +98,14 @@ interface Line extends LineRef {
 }
 
 const lineKey = (group: string, partition: string | null) => `${group}\u0000${partition ?? ''}`;
+
+/**
+ * The lines of one queue. Most queues with pops parked on them have one line
+ * (one group, any partition): it is kept as is, and a Map only once a second
+ * line joins it (a Map is some 200 bytes, per queue, with 10,000 pops parked
+ * on as many queues).
+ */
+type QueueLines = Line | Map<string, Line>;
 
 /** A pop query in flight on its line: whether a wake passed it by. */
 interface Watch {
@@ -92,7 +134,7 @@ function slotOf(queue: string, partition?: string): number {
 }
 
 export class WaitRoom {
-  private readonly queues = new Map<string, Map<string, Line>>();
+  private readonly queues = new Map<string, QueueLines>();
   private size = 0;
   /** Lines a pop parked in since the last re-check: asked at the next one. */
   private readonly unprobed = new Set<Line>();
@@ -100,6 +142,8 @@ export class WaitRoom {
   private readonly quiet = new Map<Line, true>();
   private recheckTimer?: NodeJS.Timeout;
   private rechecking = false;
+  /** One timer for every parked pop's timeout. */
+  private readonly timeouts = new DeadlineQueue<Waiter>((waiter) => this.leave(waiter));
   /** Numbers every write's wake, so a stamp is one number, not a copy of the slots. */
   private wakes = 0;
   /**
@@ -125,38 +169,49 @@ export class WaitRoom {
    * arrives now and would only find nothing can join the line unasked.
    */
   waiting(queue: string, group: string, partition: string | null): boolean {
-    return (this.queues.get(queue)?.get(lineKey(group, partition))?.waiters.length ?? 0) > 0;
+    return (this.findLine(queue, group, partition)?.length ?? 0) > 0;
   }
 
   /**
-   * Resolves when this waiter is woken or after `ms`. `door`, when given, is
-   * handed the function that takes the waiter out of its line at once and
-   * resolves the wait (its client went away). Shutdown needs none: the
-   * broker wakes every waiter (wakeAll) right after it aborts ctx.shutdown.
-   * No AbortSignal per wait: with 10,000 parked pops each signal, its
-   * listeners and a listener on the shutdown signal were about 1 KB a pop.
+   * Parks `waiter` at the back of its line until it is woken or until its
+   * `deadline`; `waiter.wake()` is called once, either way. {@link leave} takes it
+   * out early (its client went away). Shutdown needs nothing of the waiter:
+   * the broker wakes every one (wakeAll) right after it aborts ctx.shutdown.
+   */
+  enter(queue: string, group: string, partition: string | null, waiter: Waiter): void {
+    if (waiter.line) throw new Error('this waiter is already parked');
+    const line = this.lineOf(queue, group, partition);
+    waiter.line = line;
+    waiter.prev = line.tail;
+    if (line.tail) line.tail.next = waiter;
+    else line.head = waiter;
+    line.tail = waiter;
+    line.length += 1;
+    this.size += 1;
+    this.timeouts.add(waiter);
+    // This pop found nothing: what holds the line back is asked afresh.
+    this.quiet.delete(line);
+    this.unprobed.add(line);
+    this.scheduleRecheck();
+  }
+
+  /** Takes the waiter out of its line and wakes it (its client went away, or its time is up); nothing when it is not parked. */
+  leave(waiter: Waiter): void {
+    if (!waiter.line) return;
+    this.remove(waiter);
+    waiter.wake();
+  }
+
+  /**
+   * {@link enter} as a promise: resolves when the waiter is woken or after
+   * `ms`; `door`, when given, is handed the function that lets it out.
    */
   park(queue: string, group: string, partition: string | null, ms: number, door?: (leave: () => void) => void): Promise<void> {
     return new Promise((resolve) => {
-      const line = this.lineOf(queue, group, partition);
-      const waiter: Waiter = {
-        wake: () => {
-          clearTimeout(timer);
-          resolve();
-        },
-      };
-      const leave = () => {
-        this.remove(queue, line, waiter);
-        waiter.wake();
-      };
-      const timer = setTimeout(leave, Math.max(0, ms));
-      door?.(leave);
-      line.waiters.push(waiter);
-      this.size += 1;
-      // This pop found nothing: what holds the line back is asked afresh.
-      this.quiet.delete(line);
-      this.unprobed.add(line);
-      this.scheduleRecheck();
+      const waiter = new Resolver(resolve);
+      waiter.deadline = performance.now() + Math.max(0, ms);
+      this.enter(queue, group, partition, waiter);
+      door?.(() => this.leave(waiter));
     });
   }
 
@@ -184,28 +239,26 @@ export class WaitRoom {
 
   /** A pop of this line got messages and there are more: the next waiter may find them. */
   wakeNext(queue: string, group: string, partition: string | null): void {
-    const line = this.queues.get(queue)?.get(lineKey(group, partition));
-    if (line) this.wakeHead(queue, line);
+    const line = this.findLine(queue, group, partition);
+    if (line) this.wakeHead(line);
   }
 
   /** Every waiter (shutdown, pops resumed, LISTEN reconnected). */
   wakeAll(): void {
-    for (const [queue, lines] of [...this.queues]) {
-      // The first wake of an empty line tells its queries in flight.
-      for (const line of [...lines.values()]) do this.wakeHead(queue, line); while (line.waiters.length);
-    }
+    // The first wake of an empty line tells its queries in flight.
+    for (const line of this.allLines()) do this.wakeHead(line); while (line.length);
   }
 
   /** A pop query of this line starts; {@link unwatch} when its answer is back. */
   watch(queue: string, group: string, partition: string | null): Watch {
     const line = this.lineOf(queue, group, partition);
     line.checking += 1;
-    return { queue, line, missed: line.missed, waiting: line.waiters.length > 0 };
+    return { queue, line, missed: line.missed, waiting: line.length > 0 };
   }
 
   unwatch(watch: Watch): void {
     watch.line.checking -= 1;
-    this.dropIfIdle(watch.queue, watch.line);
+    this.dropIfIdle(watch.line);
   }
 
   /** Whether a wake for the watched line found no one parked while the query was in flight. */
@@ -223,45 +276,75 @@ export class WaitRoom {
     return this.unnamed[slotOf(queue)]! > stamp || this.named[slotOf(queue, partition)]! > stamp;
   }
 
+  private findLine(queue: string, group: string, partition: string | null): Line | undefined {
+    const lines = this.queues.get(queue);
+    if (lines === undefined) return undefined;
+    if (!(lines instanceof Map)) return lines.group === group && lines.partition === partition ? lines : undefined;
+    return lines.get(lineKey(group, partition));
+  }
+
   private lineOf(queue: string, group: string, partition: string | null): Line {
-    let lines = this.queues.get(queue);
-    if (!lines) this.queues.set(queue, (lines = new Map()));
-    const key = lineKey(group, partition);
-    let line = lines.get(key);
-    if (!line) lines.set(key, (line = { queue, group, partition, waiters: [], checking: 0, missed: 0 }));
+    const found = this.findLine(queue, group, partition);
+    if (found) return found;
+    const line: Line = { queue, group, partition, head: null, tail: null, length: 0, checking: 0, missed: 0 };
+    const lines = this.queues.get(queue);
+    if (lines === undefined) this.queues.set(queue, line);
+    else if (lines instanceof Map) lines.set(lineKey(group, partition), line);
+    else this.queues.set(queue, new Map([[lineKey(lines.group, lines.partition), lines], [lineKey(group, partition), line]]));
     return line;
+  }
+
+  /** The lines of one queue (a copy: waking may drop lines). */
+  private linesOf(queue: string): Line[] {
+    const lines = this.queues.get(queue);
+    if (lines === undefined) return [];
+    return lines instanceof Map ? [...lines.values()] : [lines];
+  }
+
+  /** Every line (a copy: waking may drop lines). */
+  private allLines(): Line[] {
+    const out: Line[] = [];
+    for (const lines of this.queues.values()) {
+      if (lines instanceof Map) out.push(...lines.values());
+      else out.push(lines);
+    }
+    return out;
   }
 
   /** The head of each line of the queue (of one group, or all) that a write to `touched` (null: any partition) can feed. */
   private wakeLines(queue: string, group: string | null, touched: Set<string> | null): void {
-    const lines = this.queues.get(queue);
-    if (!lines) return;
-    for (const line of [...lines.values()]) {
+    for (const line of this.linesOf(queue)) {
       if (group !== null && line.group !== group) continue;
-      if (line.partition === null || touched === null || touched.has(line.partition)) this.wakeHead(queue, line);
+      if (line.partition === null || touched === null || touched.has(line.partition)) this.wakeHead(line);
     }
   }
 
   /** Wakes the head of the line; with no one parked, the line's queries in flight take note. */
-  private wakeHead(queue: string, line: Line): void {
-    const head = line.waiters[0];
+  private wakeHead(line: Line): void {
+    const head = line.head;
     if (!head) {
       if (line.checking > 0) line.missed += 1;
       return;
     }
-    this.remove(queue, line, head);
+    this.remove(head);
     head.wake();
   }
 
-  private remove(queue: string, line: Line, waiter: Waiter): void {
-    const i = line.waiters.indexOf(waiter);
-    if (i < 0) return;
-    line.waiters.splice(i, 1);
+  private remove(waiter: Waiter): void {
+    const line = waiter.line!;
+    this.timeouts.remove(waiter);
+    waiter.line = null;
+    if (waiter.prev) waiter.prev.next = waiter.next;
+    else line.head = waiter.next;
+    if (waiter.next) waiter.next.prev = waiter.prev;
+    else line.tail = waiter.prev;
+    waiter.prev = waiter.next = null;
+    line.length -= 1;
     this.size -= 1;
-    if (line.waiters.length === 0) {
+    if (line.length === 0) {
       this.unprobed.delete(line);
       this.quiet.delete(line);
-      this.dropIfIdle(queue, line);
+      this.dropIfIdle(line);
     }
     if (this.size === 0) {
       clearTimeout(this.recheckTimer);
@@ -307,12 +390,12 @@ export class WaitRoom {
       if (verdict.paused) return this.wakeEveryHead();
       const pending = new Set(verdict.pending);
       asked.forEach((line, i) => {
-        if (line.waiters.length === 0) return;
+        if (line.length === 0) return;
         if (pending.has(i)) {
           this.quiet.delete(line);
-          this.wakeHead(line.queue, line);
+          this.wakeHead(line);
           // Whoever is left in the line is asked about again next time.
-          if (line.waiters.length) this.unprobed.add(line);
+          if (line.length) this.unprobed.add(line);
         } else if (!this.unprobed.has(line)) {
           // To the back of the sweep (unless a pop parked in meanwhile: then it is asked next time).
           this.quiet.delete(line);
@@ -326,23 +409,26 @@ export class WaitRoom {
 
   /** The head of every line looks again; the rest of each line is asked about at the next re-check. */
   private wakeEveryHead(): void {
-    for (const [queue, lines] of [...this.queues]) {
-      for (const line of [...lines.values()]) {
-        if (!line.waiters.length) continue;
-        this.quiet.delete(line);
-        this.wakeHead(queue, line);
-        if (line.waiters.length) this.unprobed.add(line);
-      }
+    for (const line of this.allLines()) {
+      if (!line.length) continue;
+      this.quiet.delete(line);
+      this.wakeHead(line);
+      if (line.length) this.unprobed.add(line);
     }
   }
 
-
-  private dropIfIdle(queue: string, line: Line): void {
-    if (line.waiters.length > 0 || line.checking > 0) return;
-    const lines = this.queues.get(queue);
+  /** Forgets a line with neither waiters nor queries in flight; a queue left with one line keeps it without a Map. */
+  private dropIfIdle(line: Line): void {
+    if (line.length > 0 || line.checking > 0) return;
+    const lines = this.queues.get(line.queue);
+    if (lines === line) {
+      this.queues.delete(line.queue);
+      return;
+    }
+    if (!(lines instanceof Map)) return;
     const key = lineKey(line.group, line.partition);
-    if (lines?.get(key) !== line) return;
+    if (lines.get(key) !== line) return;
     lines.delete(key);
-    if (lines.size === 0) this.queues.delete(queue);
+    if (lines.size === 1) this.queues.set(line.queue, lines.values().next().value!);
   }
 }

@@ -1,0 +1,23 @@
+// Imported first by main.ts, so that it runs before the body of any other
+// module of the broker: static imports are evaluated in order, and main.ts's
+// own body only after all of them.
+//
+// Keep the young generation (V8's new space) from growing. Under a steady
+// request load V8 doubles it up to 2 × 16 MB, and the request garbage it
+// then promotes grows the old space as well: RSS 150-160 MB at ~26k pushed
+// msg/s, against ~98 MB with growth off at the same throughput (runs of
+// bench/broker.mjs's batch-100 push). V8 reads this flag each time it
+// considers growing, so setting it at run time works for a plain
+// `node main.js`; --max-semi-space-size would need a command-line flag.
+//
+// Set in main.ts's body, as it was, the flag came after loading the modules
+// had already grown the new space to 16 MB; set here it stays at 8 MB (ESM
+// parses the whole module graph before it evaluates the first module, and
+// the parsing alone grows it that far): the idle broker's RSS ~84 MB instead
+// of ~88 MB, and 8 MB less under load and with pops parked (issue 31). Set
+// before the graph is even loaded (main.ts importing the rest dynamically)
+// it stays at 2 MB, but a push→pop→ack load then took more broker CPU per
+// message in interleaved runs (32-45 µs against 29-35): not done.
+import { setFlagsFromString } from 'node:v8';
+
+setFlagsFromString('--semi-space-growth-factor=1');
