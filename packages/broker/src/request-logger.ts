@@ -13,7 +13,7 @@ type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
  * loggers that never log (issue 31). What a request does log carries the
  * same bindings (its reqId) as before.
  */
-export class RequestLogger {
+class RequestLogger {
   private made: FastifyBaseLogger | undefined;
   /** Fastify's options for the child: none (an empty object, not kept) unless a route sets a level or serializers. */
   private readonly options: ChildLoggerOptions | undefined;

@@ -86,7 +86,7 @@ class Resolver extends Waiter {
   }
 }
 
-export interface Line extends LineRef {
+interface Line extends LineRef {
   head: Waiter | null;
   tail: Waiter | null;
   /** Waiters in the line. */
