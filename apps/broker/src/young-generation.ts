@@ -11,13 +11,13 @@
 // `node main.js`; --max-semi-space-size would need a command-line flag.
 //
 // Set in main.ts's body, as it was, the flag came after loading the modules
-// had already grown the new space to 16 MB; set here it stays at 8 MB (ESM
-// parses the whole module graph before it evaluates the first module, and
-// the parsing alone grows it that far): the idle broker's RSS ~84 MB instead
-// of ~88 MB, and 8 MB less under load and with pops parked (issue 31). Set
-// before the graph is even loaded (main.ts importing the rest dynamically)
-// it stays at 2 MB, but a push→pop→ack load then took more broker CPU per
-// message in interleaved runs (32-45 µs against 29-35): not done.
+// had grown the new space to 16 MB; set here it is 8 MB (ESM parses the
+// whole module graph before it evaluates the first module, and the parsing
+// alone grows it that far). Either way the first idle stretch of ~10 s lets
+// V8's memory reducer shrink it to 2 MB, where the flag then keeps it for
+// good; what this changes is a broker busy from its start: RSS at start
+// ~84 instead of ~88 MB, and in bench/peers.mjs (end-to-end only) 90 instead
+// of 97 MB after the warm-up, 98 instead of 103 MB at the end-to-end peak.
 import { setFlagsFromString } from 'node:v8';
 
 setFlagsFromString('--semi-space-growth-factor=1');
