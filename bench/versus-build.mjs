@@ -19,7 +19,12 @@
 //   BENCH_OTHER_BROKER=/tmp/base/apps/broker/dist/main.js node bench/versus-build.mjs
 // Without BENCH_OTHER_BROKER it says so and writes nothing (so `npm run bench`
 // passes over it). Knobs: BENCH_ROUNDS (4), BENCH_WORKLOADS (e2e,drain,push,map),
-// BENCH_SECONDS (5, e2e and push). Writes bench/results/versus-build.json.
+// BENCH_SECONDS (5, e2e and push), BENCH_IDLE_FIRST_S (0): seconds both
+// brokers idle before the first round. A broker's young generation is held
+// at the size it has when its flag is set (apps/broker/src/young-generation.ts),
+// and V8 shrinks it to 2 MB after ~10 s idle: 20 compares the builds as a
+// broker runs after any idle stretch, 0 as one busy from its start.
+// Writes bench/results/versus-build.json.
 import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { Queen } from '@queen-mq/client';
@@ -49,6 +54,11 @@ const brokers = {
   'this build': await spawnBroker(`${NAME} this build`, db.url),
   'other build': await spawnBroker(`${NAME} other build`, otherUrl.toString(), {}, [], OTHER),
 };
+const IDLE_FIRST_S = Number(process.env.BENCH_IDLE_FIRST_S ?? 0);
+if (IDLE_FIRST_S > 0) {
+  progress(NAME, `both brokers idle ${IDLE_FIRST_S} s first`);
+  await new Promise((r) => setTimeout(r, IDLE_FIRST_S * 1000));
+}
 
 const payload = (i) => ({ n: i, kind: 'bench.event', customer: `c-${i % 97}`, note: 'x'.repeat(48) });
 const batch = () => Array.from({ length: 100 }, (_, j) => ({ payload: payload(j) }));
@@ -162,7 +172,7 @@ console.log(table(Object.keys(summary[0]), summary));
 
 const file = await writeResults(NAME, {
   ...resultsHead(NAME, db, loadAtStart),
-  settings: { rounds: ROUNDS, seconds: SECONDS, workloads: WORKLOADS, otherBroker: OTHER },
+  settings: { rounds: ROUNDS, seconds: SECONDS, workloads: WORKLOADS, otherBroker: OTHER, idleFirstSeconds: IDLE_FIRST_S },
   notes: [
     'Both brokers run at once, each on its own database of one embedded PostgreSQL; rounds alternate the builds and which goes first. A pair is the two builds\' runs of one workload in one round.',
     'map: this tree\'s queen-mq runner in this process against each broker, so its client CPU is the runner\'s.',
