@@ -16,6 +16,10 @@
 //                         client together: what any Queen-compatible broker
 //                         pays before its own semantics (dedup, retries,
 //                         fences, DLQ, subscriptions, validation).
+//   /metrics              queen_long_poll_waiting, the pops parked now (what
+//                         bench/_quiet.mjs's parkedPops reads): bench/scale.mjs
+//                         parks as many pops here as on the broker, the
+//                         memory any node:http server pays for them.
 // Env: DATABASE_URL, QUEEN_PORT, FLOOR_POOL, FLOOR_PARTITIONS, FLOOR_BATCH.
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -36,16 +40,22 @@ const wakeQueue = (queue) => {
   const set = parked.get(queue);
   if (set?.size) set.values().next().value();
 };
-const parkUntil = (queue, ms) => new Promise((resolve) => {
+let parkedCount = 0;
+/** Until a push to `queue` wakes it, `ms` pass or the client goes (`res` closes). */
+const parkUntil = (queue, ms, res) => new Promise((resolve) => {
   let set = parked.get(queue);
   if (!set) parked.set(queue, (set = new Set()));
   const timer = setTimeout(() => done(), ms);
   const done = () => {
     clearTimeout(timer);
-    set.delete(done);
+    res.off('close', done);
+    if (set.delete(done)) parkedCount -= 1;
+    if (set.size === 0 && parked.get(queue) === set) parked.delete(queue);
     resolve();
   };
   set.add(done);
+  parkedCount += 1;
+  res.once('close', done);
 });
 
 const json = JSON.stringify;
@@ -73,7 +83,7 @@ async function wirePush(body) {
 }
 
 /** GET /api/v1/pop/queue/:queue: a claim, written as our broker writes a pop's answer; waits for a push when asked. */
-async function wirePop(queue, query) {
+async function wirePop(queue, query, res) {
   const group = query.get('consumerGroup') ?? '__QUEUE_MODE__';
   const batch = Number(query.get('batch') ?? 1);
   const deadline = Date.now() + (query.get('wait') === 'true' ? Number(query.get('timeout') ?? 30000) : 0);
@@ -89,7 +99,8 @@ async function wirePop(queue, query) {
     }
     const left = deadline - Date.now();
     if (left <= 0) return { status: 204, text: '' };
-    await parkUntil(queue, left);
+    if (res.destroyed) return { status: 204, text: '' };
+    await parkUntil(queue, left, res);
   }
 }
 
@@ -117,8 +128,8 @@ const routes = {
 };
 
 /** The answer to one request: a route of the http floor ({status, text} from the wire floor's). */
-async function answer(method, path, query, body) {
-  if (method === 'GET' && path.startsWith('/api/v1/pop/queue/')) return wirePop(decodeURIComponent(path.slice('/api/v1/pop/queue/'.length)), query);
+async function answer(method, path, query, body, res) {
+  if (method === 'GET' && path.startsWith('/api/v1/pop/queue/')) return wirePop(decodeURIComponent(path.slice('/api/v1/pop/queue/'.length)), query, res);
   if (path === '/api/v1/push') return wirePush(JSON.parse(body));
   if (path === '/api/v1/ack/batch') return wireAck(JSON.parse(body).acknowledgments);
   if (path === '/api/v1/ack') return wireAck([JSON.parse(body)]);
@@ -128,13 +139,14 @@ async function answer(method, path, query, body) {
 
 const server = createServer((req, res) => {
   if (req.url === '/ready') return res.end('ok');
+  if (req.url === '/metrics') return res.end(`queen_long_poll_waiting ${parkedCount}\n`);
   const [path, qs] = req.url.split('?');
   let body = '';
   req.setEncoding('utf8');
   req.on('data', (chunk) => (body += chunk));
   req.on('end', async () => {
     try {
-      const { status, text } = await answer(req.method, path, new URLSearchParams(qs ?? ''), body);
+      const { status, text } = await answer(req.method, path, new URLSearchParams(qs ?? ''), body, res);
       res.writeHead(status, status === 204 ? {} : { 'content-type': 'application/json' }).end(text);
     } catch (err) {
       res.writeHead(500).end(String(err));

@@ -2,28 +2,34 @@
 // Flat at scale (issue 31): what a push, a pop+ack, a wildcard pop, /metrics
 // and the listings cost on a fresh database, and again after it holds
 // QUEUES queues x 10 partitions with pending messages plus one queue of
-// BIG partitions where one holds a message. One broker, one run.
+// BIG partitions where one holds a message. One run, two databases on one
+// PostgreSQL: the empty round runs on one, the full round on the other, and
+// then push and pop+ack are measured again on both, rounds alternated
+// (--ratio-rounds), so the full/empty ratios do not follow the machine's
+// drift between the rounds; a broker per database.
 // Each round also measures the quiet times (_quiet.mjs): the idle floor (CPU
 // of the broker and of PostgreSQL while nothing happens), PARKED long-poll
 // pops parked on as many distinct queues (CPU, RSS, and the wake latency of
 // one push to a parked queue), and the maintenance passes (_maintenance-pass.mjs).
 //   node bench/scale.mjs [--queues 10000] [--big 50000] [--seconds 3] [--parked 10000]
-//                        [--idle-seconds 10] [--wake-samples 60]
+//                        [--idle-seconds 10] [--wake-samples 60] [--ratio-rounds 3]
 //   npm run bench -- scale --queues 2000
 // PARKED pops hold a socket each in this process and in the broker: `ulimit -n`
 // must allow them (plus a few hundred) in both.
 // Writes bench/results/scale.json.
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { loadNow, measure, mb, percentile, progress, resultsHead, rssOf, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
+import { ROOT, loadNow, measure, mb, percentile, progress, resultsHead, rssOf, spawnBroker, startDatabase, table, writeResults } from './_lib.mjs';
 import { maintenancePasses } from './_maintenance-pass.mjs';
-import { idleFloor, parkedPops, postmasterOf } from './_quiet.mjs';
+import { cpuWindow, idleFloor, parkedPops, postmasterOf } from './_quiet.mjs';
 
 const NAME = 'scale';
 const { values: args } = parseArgs({
   options: {
     queues: { type: 'string', default: '10000' }, big: { type: 'string', default: '50000' }, seconds: { type: 'string', default: '3' },
     parked: { type: 'string', default: '10000' }, 'idle-seconds': { type: 'string', default: '10' }, 'wake-samples': { type: 'string', default: '60' },
+    'ratio-rounds': { type: 'string', default: '3' },
   },
 });
 const QUEUES = Number(args.queues);
@@ -32,6 +38,9 @@ const SECONDS = Number(args.seconds);
 const PARKED = Number(args.parked);
 const IDLE_SECONDS = Number(args['idle-seconds']);
 const WAKE_SAMPLES = Number(args['wake-samples']);
+const RATIO_ROUNDS = Number(args['ratio-rounds']);
+/** How long a broker started for the alternated rounds idles first: the other one has idled, and V8 runs a broker differently after its first idle stretch (bench/versus-build.mjs). */
+const IDLE_FIRST_MS = 20_000;
 /** A parked pop's timeout: longer than parking them all, the window and the wake samples take. */
 const PARKED_TIMEOUT_MS = 290_000;
 /** The broker's QUEEN_PARTITION_CLEANUP_S: the deleting cleanup pass waits this long after retention emptied its partitions. */
@@ -42,14 +51,27 @@ const GROUP = '__QUEUE_MODE__';
 
 const loadAtStart = loadNow();
 const db = await startDatabase(NAME);
-const broker = await spawnBroker(NAME, db.url, {
+const BROKER_ENV = {
   QUEEN_MAX_CONNECTIONS: String(PARKED + 1000),
   // The periodic maintenance pass stays out of the CPU windows; its cost is measured directly.
   QUEEN_RETENTION_INTERVAL_MS: '3600000',
   QUEEN_PARTITION_CLEANUP_S: String(CLEANUP_SECONDS),
-});
-const sql = new pg.Pool({ connectionString: db.url, max: 2 });
+};
+/** The broker and the pool of the database the current round measures (the empty one, then the full one). */
+let broker = await spawnBroker(NAME, db.url, BROKER_ENV);
+const emptySql = new pg.Pool({ connectionString: db.url, max: 2 });
+let sql = emptySql;
+const pools = [emptySql];
 const postmaster = await postmasterOf(sql);
+
+/** A second database on db's PostgreSQL, dropped by `drop()`. */
+async function siblingDatabase(suffix) {
+  const u = new URL(db.url);
+  const name = `${u.pathname.slice(1)}_${suffix}`;
+  await emptySql.query(`create database ${name}`);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => emptySql.query(`drop database if exists ${name} with (force)`) };
+}
 
 async function call(method, path, body) {
   const res = await fetch(`${broker.url}${path}`, {
@@ -96,19 +118,25 @@ async function timed(n, fn) {
   return { n, p50Ms: r(percentile(ms, 50)), p99Ms: r(percentile(ms, 99)) };
 }
 
+/**
+ * measure() of one worker for SECONDS, with the CPU the broker and PostgreSQL
+ * spent per step meanwhile (µs): where a slower step's time went.
+ */
+async function measureSplit(step) {
+  let m;
+  const w = await cpuWindow({ brokerPid: broker.pid, postmaster, during: async () => (m = await measure({ workers: 1, seconds: SECONDS, step })) });
+  const perStep = (cores) => Math.round((cores * w.seconds * 1e6) / m.steps);
+  return { ...m, brokerUsPerStep: perStep(w.brokerCores), postgresUsPerStep: perStep(w.postgresCores) };
+}
+
 /** One round of every measurement; `tag` names the queues it creates. */
 async function round(tag, { bigQueue = null, someQueue = null, seededQueues = 0 } = {}) {
   const out = {};
   progress(NAME, `[${tag}] idle floor: ${IDLE_SECONDS} s with nothing sent`);
   out.idle = await idleFloor({ brokerPid: broker.pid, postmaster, sql, seconds: IDLE_SECONDS });
   progress(NAME, `[${tag}] idle: broker ${out.idle.brokerCores} cores, PostgreSQL ${out.idle.postgresCores} cores, ${out.idle.transactionsPerSecond} transactions/s`);
-  const hot = `hot-${tag}`;
-  progress(NAME, `[${tag}] push b100 / b1 to one partition`);
-  const b100 = Array.from({ length: 100 }, (_, i) => ({ queue: hot, partition: 'p', payload: { i } }));
-  out.pushB100 = await measure({ workers: 1, seconds: SECONDS, step: async () => (await push(b100), 100) });
-  out.pushB1 = await measure({ workers: 1, seconds: SECONDS, step: async () => (await push([{ queue: hot, partition: 'p', payload: 1 }]), 1) });
-  progress(NAME, `[${tag}] pop+ack batch 10 on that partition`);
-  out.popAckB10 = await measure({ workers: 1, seconds: SECONDS, step: () => popAck(`/api/v1/pop/queue/${hot}/partition/p?batch=10`) });
+  progress(NAME, `[${tag}] push b100 / b1 and pop+ack b10 on one partition`);
+  Object.assign(out, await hotPath(tag));
 
   progress(NAME, `[${tag}] wildcard pop on a queue of ${PARTITIONS} partitions`);
   const small = someQueue ?? `small-${tag}`;
@@ -215,32 +243,124 @@ async function seed() {
   return { seconds: Math.round((Date.now() - started) / 100) / 10, bigQueue: big };
 }
 
+/** Push b100, push b1 and pop+ack b10 on one partition of a queue of `tag`. */
+async function hotPath(tag) {
+  const hot = `hot-${tag}`;
+  const b100 = Array.from({ length: 100 }, (_, i) => ({ queue: hot, partition: 'p', payload: { i } }));
+  return {
+    pushB100: await measureSplit(async () => (await push(b100), 100)),
+    pushB1: await measureSplit(async () => (await push([{ queue: hot, partition: 'p', payload: 1 }]), 1)),
+    popAckB10: await measureSplit(() => popAck(`/api/v1/pop/queue/${hot}/partition/p?batch=10`)),
+  };
+}
+
+/**
+ * The hot path on the empty and on the full database, RATIO_ROUNDS rounds,
+ * their order swapped each round; per measure, each round's result and
+ * the median of msg/s and of p50.
+ */
+async function alternated(brokers) {
+  const runs = { empty: [], full: [] };
+  for (let r = 0; r < RATIO_ROUNDS; r++) {
+    for (const which of r % 2 ? ['full', 'empty'] : ['empty', 'full']) {
+      progress(NAME, `[alternated ${r + 1}/${RATIO_ROUNDS}] ${which}: push b100, b1, pop+ack b10`);
+      broker = brokers[which];
+      runs[which].push(await hotPath('alternated'));
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const out = {};
+  for (const which of ['empty', 'full']) {
+    out[which] = {};
+    for (const k of ['pushB100', 'pushB1', 'popAckB10']) {
+      const rs = runs[which].map((x) => x[k]);
+      out[which][k] = {
+        msgPerSec: median(rs.map((x) => x.msgPerSec)), p50Ms: median(rs.map((x) => x.p50Ms)), p99Ms: median(rs.map((x) => x.p99Ms)),
+        brokerUsPerStep: median(rs.map((x) => x.brokerUsPerStep)), postgresUsPerStep: median(rs.map((x) => x.postgresUsPerStep)), rounds: rs,
+      };
+    }
+  }
+  return out;
+}
+
+/**
+ * The same PARKED long-poll pops parked on a bare node:http server
+ * (_http-floor.mjs, its wire floor: a Set per queue, a timer per pop):
+ * what any Node broker pays for the sockets and requests, so the
+ * broker's parked RSS reads against it.
+ */
+async function parkedOnFloor() {
+  const floor = await spawnBroker(NAME, db.url, {}, [], join(ROOT, 'bench/_http-floor.mjs'));
+  brokers.push(floor);
+  try {
+    const floorPush = async (queue, payload) => {
+      const res = await fetch(`${floor.url}/api/v1/push`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items: [{ queue, partition: 'p0', payload }] }) });
+      await res.text();
+    };
+    progress(NAME, `[floor] ${PARKED} long-poll pops parked on a bare node:http server`);
+    const r = await parkedPops({
+      url: floor.url, brokerPid: floor.pid, postmaster, sql: emptySql, targets: Array.from({ length: PARKED }, (_, i) => ({ queue: `park-floor-${i}` })),
+      seconds: IDLE_SECONDS, samples: WAKE_SAMPLES, timeoutMs: PARKED_TIMEOUT_MS, push: floorPush, log: (text) => progress(NAME, `[floor] ${text}`),
+    });
+    progress(NAME, `[floor] parked: RSS ${r.brokerRssBeforeMb} -> ${r.brokerRssMb} MB, wake p99 ${r.wake.p99Ms} ms`);
+    return { parked: r.parked, brokerRssBeforeMb: r.brokerRssBeforeMb, brokerRssMb: r.brokerRssMb, brokerCores: r.brokerCores, wake: r.wake };
+  } finally {
+    await floor.stop();
+  }
+}
+
 let results;
 let firstBigPopMs = null;
+let fullDb = null;
+const brokers = [broker];
 try {
   const empty = await round('empty');
+  // The full round gets its own database and broker; the empty one's broker
+  // stops meanwhile, so it adds nothing to the full round's CPU windows.
+  await broker.stop();
+  fullDb = await siblingDatabase('full');
+  sql = new pg.Pool({ connectionString: fullDb.url, max: 2 });
+  pools.push(sql);
+  broker = await spawnBroker(NAME, fullDb.url, BROKER_ENV);
+  brokers.push(broker);
   progress(NAME, `seeding ${QUEUES} queues x ${PARTITIONS} partitions and one queue of ${BIG}`);
   const seeded = await seed();
   const counts = (await sql.query(`select (select count(*) from queen.queues)::int as queues, (select count(*) from queen.partitions)::int as partitions`)).rows[0];
   progress(NAME, `seeded in ${seeded.seconds}s: ${JSON.stringify(counts)}`);
   const full = await round('full', { bigQueue: seeded.bigQueue, someQueue: 'q0', seededQueues: QUEUES });
+  const fullBroker = broker;
+  const emptyBroker = await spawnBroker(NAME, db.url, BROKER_ENV);
+  brokers.push(emptyBroker);
+  progress(NAME, `a broker on the empty database idles ${IDLE_FIRST_MS / 1000} s before the alternated rounds`);
+  await new Promise((r) => setTimeout(r, IDLE_FIRST_MS));
+  const alt = await alternated({ empty: emptyBroker, full: fullBroker });
+  for (const b of brokers) await b.stop();
+  const floorParked = await parkedOnFloor();
   results = {
     ...resultsHead(NAME, db, loadAtStart),
-    options: { queues: QUEUES, partitionsPerQueue: PARTITIONS, bigQueuePartitions: BIG, seconds: SECONDS, parked: PARKED, idleSeconds: IDLE_SECONDS, wakeSamples: WAKE_SAMPLES },
-    seedSeconds: seeded.seconds, firstBigPopMs, counts, empty, full,
+    options: { queues: QUEUES, partitionsPerQueue: PARTITIONS, bigQueuePartitions: BIG, seconds: SECONDS, parked: PARKED, idleSeconds: IDLE_SECONDS, wakeSamples: WAKE_SAMPLES, ratioRounds: RATIO_ROUNDS },
+    seedSeconds: seeded.seconds, firstBigPopMs, counts, empty, full, alternated: alt, floorParked,
   };
 } finally {
-  await sql.end();
-  await broker.stop();
+  for (const b of brokers) await b.stop();
+  for (const p of pools.slice(1)) await p.end();
+  await fullDb?.drop();
+  await emptySql.end();
   await db.stop();
 }
 
 const rows = [];
 const ratio = (a, b) => (a && b ? Math.round((b / a) * 100) / 100 : null);
+const hotRow = (x) => `${x.msgPerSec} msg/s p50 ${x.p50Ms} p99 ${x.p99Ms}; µs/step broker ${x.brokerUsPerStep} pg ${x.postgresUsPerStep}`;
+for (const k of ['pushB100', 'pushB1', 'popAckB10']) {
+  const e = results.alternated.empty[k];
+  const f = results.alternated.full[k];
+  rows.push({ measure: `${k}, median of ${RATIO_ROUNDS} alternated`, empty: hotRow(e), full: hotRow(f), 'full/empty': ratio(e.msgPerSec, f.msgPerSec) });
+}
 for (const k of ['pushB100', 'pushB1', 'popAckB10']) {
   const e = results.empty[k];
   const f = results.full[k];
-  rows.push({ measure: k, empty: `${e.msgPerSec} msg/s p50 ${e.p50Ms} p99 ${e.p99Ms}`, full: `${f.msgPerSec} msg/s p50 ${f.p50Ms} p99 ${f.p99Ms}`, 'full/empty': ratio(e.msgPerSec, f.msgPerSec) });
+  rows.push({ measure: `${k}, in its round`, empty: hotRow(e), full: hotRow(f), 'full/empty': ratio(e.msgPerSec, f.msgPerSec) });
 }
 for (const k of ['wildcardPopAck10', 'wildcardPopAckBig']) {
   const e = results.empty[k];
@@ -265,6 +385,8 @@ rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.p
 const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
 rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });
 rows.push({ measure: 'broker RSS MB parked', empty: results.empty.parked.brokerRssMb, full: results.full.parked.brokerRssMb });
+const grown = (p) => `${Math.round((p.brokerRssMb - p.brokerRssBeforeMb) * 10) / 10} MB (${p.brokerRssBeforeMb} -> ${p.brokerRssMb})`;
+rows.push({ measure: `RSS grown by ${PARKED} parked pops: broker / bare node:http`, empty: `${grown(results.empty.parked)} / ${grown(results.floorParked)}`, full: grown(results.full.parked) });
 const pass = (p) => `${p.ms} ms (cpu broker ${p.brokerCpuMs} pg ${p.postgresCpuMs} ms)`;
 for (const task of Object.keys(results.full.maintenance.idle)) {
   rows.push({ measure: `pass ${task}, nothing to delete`, empty: pass(results.empty.maintenance.idle[task]), full: pass(results.full.maintenance.idle[task]), 'full/empty': ratio(results.empty.maintenance.idle[task].ms, results.full.maintenance.idle[task].ms) });
