@@ -95,16 +95,20 @@ async function autovacuumPending(sql) {
 
 /**
  * The idle floor: nothing is sent to the broker for `seconds`. First waits
- * until autovacuum has nothing left to do (at most `settleMaxSeconds`, and
- * says how long it waited), then measures.
+ * until autovacuum has nothing left to do and, given the broker's `url`,
+ * until its listing totals backlog is empty (a seeding's first pops leave
+ * whole queues to recount: docs/listing-totals.md) — at most
+ * `settleMaxSeconds`, and says how long it waited — then measures.
  * `transactionsPerSecond` is read from pg_stat_database around the window
  * (two queries of ours outside it, subtracted).
  */
-export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMaxSeconds = 240 }) {
+export async function idleFloor({ brokerPid, postmaster, sql, seconds, url = null, settleMaxSeconds = 240 }) {
   const started = performance.now();
+  const totalsBacklogAtStart = url ? await totalsBacklog(url) : null;
   // The broker's pool lets connections go after 30 s idle (each a backend ending): the floor comes after.
   await new Promise((r) => setTimeout(r, POOL_IDLE_MS));
-  while ((await autovacuumPending(sql)) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
+  const busy = async () => (await autovacuumPending(sql)) || (url !== null && (await totalsBacklog(url)) > 0);
+  while ((await busy()) && performance.now() - started < settleMaxSeconds * 1000) await new Promise((r) => setTimeout(r, 1000));
   const settledSeconds = Math.round((performance.now() - started) / 100) / 10;
   // Let the statistics of what ran before settle, so the count below is the window's.
   await new Promise((r) => setTimeout(r, 1500));
@@ -113,7 +117,7 @@ export async function idleFloor({ brokerPid, postmaster, sql, seconds, settleMax
   await new Promise((r) => setTimeout(r, 1500));
   const after = await transactions(sql);
   const { value: _v, ...window } = w;
-  return { settledSeconds, ...window, transactionsPerSecond: Math.round(((after - before - 1) / w.seconds) * 100) / 100, brokerRssMb: mb(await rssOf(brokerPid)) };
+  return { settledSeconds, totalsBacklogAtStart, ...window, transactionsPerSecond: Math.round(((after - before - 1) / w.seconds) * 100) / 100, brokerRssMb: mb(await rssOf(brokerPid)) };
 }
 
 /** The queen_long_poll_waiting gauge of the broker's /metrics. */

@@ -133,7 +133,7 @@ async function measureSplit(step) {
 async function round(tag, { bigQueue = null, someQueue = null, seededQueues = 0 } = {}) {
   const out = {};
   progress(NAME, `[${tag}] idle floor: ${IDLE_SECONDS} s with nothing sent`);
-  out.idle = await idleFloor({ brokerPid: broker.pid, postmaster, sql, seconds: IDLE_SECONDS });
+  out.idle = await idleFloor({ brokerPid: broker.pid, postmaster, sql, seconds: IDLE_SECONDS, url: broker.url });
   progress(NAME, `[${tag}] idle: broker ${out.idle.brokerCores} cores, PostgreSQL ${out.idle.postgresCores} cores, ${out.idle.transactionsPerSecond} transactions/s`);
   progress(NAME, `[${tag}] push b100 / b1 and pop+ack b10 on one partition`);
   Object.assign(out, await hotPath(tag));
