@@ -381,6 +381,7 @@ rows.push({ measure: 'idle floor', empty: cpu(results.empty.idle), full: cpu(res
 rows.push({ measure: `${PARKED} parked pops, 32 s after parking`, empty: cpu({ ...results.empty.parked.afterParking, transactionsPerSecond: '-' }), full: cpu({ ...results.full.parked.afterParking, transactionsPerSecond: '-' }) });
 const recount = (r) => (r.totalsRecount ? `${r.totalsRecount.seconds} s, PostgreSQL ${r.totalsRecount.postgresCores} cores${r.totalsRecount.leftAtEnd ? `, ${r.totalsRecount.leftAtEnd} left` : ''}` : '-');
 rows.push({ measure: 'listing totals recount after parking', empty: recount(results.empty.parked), full: recount(results.full.parked) });
+rows.push({ measure: 'wait for the broker to settle (2 x 5 s under 0.02 cores)', empty: `${results.empty.parked.gcSettleSeconds} s`, full: `${results.full.parked.gcSettleSeconds} s` });
 rows.push({ measure: `${PARKED} parked pops, steady`, empty: cpu(results.empty.parked), full: cpu(results.full.parked) });
 const wake = (w) => `p50 ${w.p50Ms} p99 ${w.p99Ms} ms (n ${w.n}${w.failures.length ? `, ${w.failures.length} failed` : ''})`;
 rows.push({ measure: 'wake of a parked pop', empty: wake(results.empty.parked.wake), full: wake(results.full.parked.wake) });
