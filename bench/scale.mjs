@@ -61,7 +61,6 @@ const BROKER_ENV = {
 let broker = await spawnBroker(NAME, db.url, BROKER_ENV);
 const emptySql = new pg.Pool({ connectionString: db.url, max: 2 });
 let sql = emptySql;
-const pools = [emptySql];
 const postmaster = await postmasterOf(sql);
 
 /** A second database on db's PostgreSQL, dropped by `drop()`. */
@@ -320,7 +319,6 @@ try {
   await broker.stop();
   fullDb = await siblingDatabase('full');
   sql = new pg.Pool({ connectionString: fullDb.url, max: 2 });
-  pools.push(sql);
   broker = await spawnBroker(NAME, fullDb.url, BROKER_ENV);
   brokers.push(broker);
   progress(NAME, `seeding ${QUEUES} queues x ${PARTITIONS} partitions and one queue of ${BIG}`);
@@ -343,7 +341,7 @@ try {
   };
 } finally {
   for (const b of brokers) await b.stop();
-  for (const p of pools.slice(1)) await p.end();
+  if (sql !== emptySql) await sql.end();
   await fullDb?.drop();
   await emptySql.end();
   await db.stop();
