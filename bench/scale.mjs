@@ -72,8 +72,9 @@ async function siblingDatabase(suffix) {
   return { url: u.toString(), drop: () => emptySql.query(`drop database if exists ${name} with (force)`) };
 }
 
-async function call(method, path, body) {
-  const res = await fetch(`${broker.url}${path}`, {
+/** A request to the current broker (or to the server at `base`); a 4xx/5xx throws. */
+async function call(method, path, body, base = broker.url) {
+  const res = await fetch(`${base}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -82,7 +83,7 @@ async function call(method, path, body) {
   if (res.status >= 400) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
   return { status: res.status, text, json: () => (text ? JSON.parse(text) : null) };
 }
-const push = (items) => call('POST', '/api/v1/push', { items });
+const push = (items, base) => call('POST', '/api/v1/push', { items }, base);
 /** A seeding push, tried again (up to 5 times) when a loaded machine timed it out. */
 async function seedPush(items) {
   for (let attempt = 1; ; attempt++) {
@@ -267,7 +268,7 @@ async function alternated(brokers) {
       runs[which].push(await hotPath('alternated'));
     }
   }
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const median = (xs) => percentile([...xs].sort((a, b) => a - b), 50);
   const out = {};
   for (const which of ['empty', 'full']) {
     out[which] = {};
@@ -289,23 +290,18 @@ async function alternated(brokers) {
  * broker's parked RSS reads against it.
  */
 async function parkedOnFloor() {
+  // Stopped by the run's `finally` as well, should parking fail.
   const floor = await spawnBroker(NAME, db.url, {}, [], join(ROOT, 'bench/_http-floor.mjs'));
   brokers.push(floor);
-  try {
-    const floorPush = async (queue, payload) => {
-      const res = await fetch(`${floor.url}/api/v1/push`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items: [{ queue, partition: 'p0', payload }] }) });
-      await res.text();
-    };
-    progress(NAME, `[floor] ${PARKED} long-poll pops parked on a bare node:http server`);
-    const r = await parkedPops({
-      url: floor.url, brokerPid: floor.pid, postmaster, sql: emptySql, targets: Array.from({ length: PARKED }, (_, i) => ({ queue: `park-floor-${i}` })),
-      seconds: IDLE_SECONDS, samples: WAKE_SAMPLES, timeoutMs: PARKED_TIMEOUT_MS, push: floorPush, log: (text) => progress(NAME, `[floor] ${text}`),
-    });
-    progress(NAME, `[floor] parked: RSS ${r.brokerRssBeforeMb} -> ${r.brokerRssMb} MB, wake p99 ${r.wake.p99Ms} ms`);
-    return { parked: r.parked, brokerRssBeforeMb: r.brokerRssBeforeMb, brokerRssMb: r.brokerRssMb, brokerCores: r.brokerCores, wake: r.wake };
-  } finally {
-    await floor.stop();
-  }
+  progress(NAME, `[floor] ${PARKED} long-poll pops parked on a bare node:http server`);
+  const r = await parkedPops({
+    url: floor.url, brokerPid: floor.pid, postmaster, sql: emptySql, targets: Array.from({ length: PARKED }, (_, i) => ({ queue: `park-floor-${i}` })),
+    seconds: IDLE_SECONDS, samples: WAKE_SAMPLES, timeoutMs: PARKED_TIMEOUT_MS,
+    push: (queue, payload) => push([{ queue, partition: 'p0', payload }], floor.url), log: (text) => progress(NAME, `[floor] ${text}`),
+  });
+  await floor.stop();
+  progress(NAME, `[floor] parked: RSS ${r.brokerRssBeforeMb} -> ${r.brokerRssMb} MB, wake p99 ${r.wake.p99Ms} ms`);
+  return { parked: r.parked, brokerRssBeforeMb: r.brokerRssBeforeMb, brokerRssMb: r.brokerRssMb, brokerCores: r.brokerCores, wake: r.wake };
 }
 
 let results;
