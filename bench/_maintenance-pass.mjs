@@ -1,6 +1,6 @@
 // Maintenance passes of bench/scale.mjs (issue 31): the time and CPU of one
 // pass through POST /api/v1/system/maintenance/run, which runs what the
-// periodic service runs (runMaintenance in packages/broker/src/retention.ts),
+// periodic service runs (runMaintenance in packages/broker/src/maintenance/retention.ts),
 // per task with nothing to delete (at full scale the seeded queues keep their
 // messages a day: retention has every partition of theirs to consider and
 // nothing to drop); then a retention pass and a partition cleanup pass that

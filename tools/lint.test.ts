@@ -20,7 +20,7 @@ describe('lint', () => {
   it('sees what it is there for: a floating promise in a source, an unused local', async () => {
     const eslint = new ESLint({ cwd: root });
     // Linted as if it were this source file, so the type-aware rule has its project.
-    const [r] = await eslint.lintText('export function f(): void {\n  const unused = 1;\n  Promise.resolve(1);\n}\n', { filePath: join(root, 'packages/broker/src/ack.ts') });
+    const [r] = await eslint.lintText('export function f(): void {\n  const unused = 1;\n  Promise.resolve(1);\n}\n', { filePath: join(root, 'packages/broker/src/log/ack.ts') });
     expect(r!.messages.map((m) => m.ruleId).sort()).toEqual(['@typescript-eslint/no-floating-promises', '@typescript-eslint/no-unused-vars']);
   }, 120_000);
 });

@@ -1,5 +1,5 @@
 import type { AckAnswer } from '@queen-mq/protocol';
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.log_ack_v2.sql, beside it: the statements
 // that call the function, the order of their parameters and the row they

@@ -1,4 +1,4 @@
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.log_append_v1.sql, beside it: the push
 // statement that calls the allocator, the items it takes and the rows it

@@ -1,4 +1,4 @@
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.log_pop_v3.sql, beside it: the pop statement
 // that calls the function and the rows it answers. A change to the

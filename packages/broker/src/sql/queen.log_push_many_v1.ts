@@ -1,4 +1,4 @@
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.log_push_many_v1.sql, beside it: its items
 // and rows are the allocator's (queen.log_append_v1.ts).

@@ -1,5 +1,5 @@
 import type { CycleResult } from '@queen-mq/protocol';
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.log_streams_cycle_v1.sql, beside it: the
 // cycle statement and the row it answers. A change to the function's

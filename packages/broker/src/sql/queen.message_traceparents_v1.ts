@@ -1,4 +1,4 @@
-import type { NamedStatement } from '../database.js';
+import type { NamedStatement } from '../db/database.js';
 
 // The TypeScript half of queen.message_traceparents_v1.sql, beside it.
 

@@ -1,0 +1,124 @@
+import type { FastifyInstance } from 'fastify';
+import { adminRoutes } from '@queen-mq/protocol';
+import type { BrokerContext } from '../context.js';
+import { registerRoute } from '../http/http.js';
+import { NAME_MATCHES } from './listing-search.js';
+
+/** A group is Dead when it has lag and acked nothing for this long (PROTOCOL §5.9). */
+const DEAD_AFTER_S = 3600;
+/** A group is Lagging when its oldest pending message is at least this old. */
+const LAGGING_AT_S = 60;
+
+interface GroupRow {
+  name: string;
+  queues: { queue: string; lag: number; maxTimeLag: number }[];
+  members: number;
+  total_lag: string;
+  partitions_with_lag: number;
+  max_time_lag: number;
+  idle_s: number | null;
+}
+
+/**
+ * One page of groups rolled up ($1 limit, $2 offset, $3 search text or null)
+ * from their listing totals (listing-totals.ts): lag (retained messages not
+ * yet acked), partitions with lag and the oldest pending message per
+ * (queue, group), kept current as writes happen; time lag is that message's
+ * age now.
+ *
+ * The page's names come first (bytewise order, the search applied), walked
+ * through group_totals_group one distinct name at a time (a skip scan: one
+ * index probe per group); then the page's (queue, group) rows. A page costs
+ * one row per queue its groups read, never their partitions or cursors.
+ * Members are the live leases of the page's groups, read through the index
+ * of leased cursors (cursors_lease_id): what consumers hold now, not the
+ * size of the queues.
+ */
+export const LIST_GROUPS_SQL = `with recursive names(grp) as (
+       (select g.consumer_group collate "C" from queen.group_totals g order by 1 limit 1)
+       union all
+       select (select g.consumer_group collate "C" from queen.group_totals g where g.consumer_group collate "C" > n.grp order by 1 limit 1)
+         from names n where n.grp is not null
+     ), page as (
+       select grp from names where grp is not null and ${NAME_MATCHES('grp', '$3')} order by grp limit $1 offset $2
+     ), per_queue as (
+       select g.consumer_group collate "C" as grp, g.queue_name as queue, g.lag, g.partitions_with_lag,
+              coalesce(floor(extract(epoch from now() - g.oldest_pending_at)), 0)::bigint as time_lag, g.last_acked_at
+         from queen.group_totals g
+        where g.consumer_group collate "C" in (select grp from page)
+     ), leases as (
+       select c.consumer_group collate "C" as grp, count(distinct c.lease_id)::int as members
+         from (select c.consumer_group, c.lease_id, c.lease_expires_at from queen.cursors c where c.lease_id is not null offset 0) c
+        where c.lease_expires_at > now() and c.consumer_group collate "C" in (select grp from page)
+        group by 1
+     )
+     select g.grp as name, g.queues, coalesce(l.members, 0) as members, g.total_lag::text as total_lag, g.partitions_with_lag,
+            g.max_time_lag, g.idle_s
+       from (select grp, json_agg(json_build_object('queue', queue, 'lag', lag, 'maxTimeLag', time_lag) order by queue) as queues,
+                    sum(lag) as total_lag, sum(partitions_with_lag)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
+                    floor(extract(epoch from now() - max(last_acked_at)))::int as idle_s
+               from per_queue group by grp) g
+       left join leases l on l.grp = g.grp
+      order by g.grp`;
+
+/** A page of groups with their lag and state (PROTOCOL §5.9). */
+async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number; search?: string }) {
+  await ctx.totals.settle();
+  const { rows } = await ctx.db.query<GroupRow>(
+    LIST_GROUPS_SQL,
+    [page.limit, page.offset, page.search || null],
+  );
+  return rows.map((r) => {
+    const totalLag = Number(r.total_lag);
+    const state = totalLag > 0 && (r.idle_s ?? 0) >= DEAD_AFTER_S ? 'Dead' : r.max_time_lag >= LAGGING_AT_S ? 'Lagging' : 'Stable';
+    return {
+      name: r.name,
+      topics: r.queues.map((q) => q.queue),
+      queues: r.queues.map((q) => ({ queue: q.queue, lag: Number(q.lag), maxTimeLag: Number(q.maxTimeLag) })),
+      members: r.members,
+      totalLag,
+      partitionsWithLag: r.partitions_with_lag,
+      maxTimeLag: r.max_time_lag,
+      state,
+    };
+  });
+}
+
+/**
+ * Group delete (PROTOCOL §5.9): cursors, leases and failure records go, on
+ * every queue or on the one named; subscriptions too with deleteMetadata
+ * (default true, as in the v1 API). DLQ entries stay. Idempotent: an unknown
+ * group or queue deletes nothing.
+ */
+async function deleteGroup(ctx: BrokerContext, group: string, queue: string | null, deleteMetadata: boolean) {
+  // The partitions whose cursors of the group are counted in the listing
+  // totals: recounted after the delete, they take the group's shares out.
+  const { rows: counted } = await ctx.db.query<{ id: string }>(
+    `select ct.partition_id as id
+       from queen.group_totals g join queen.cursor_tallies ct on ct.queue_id = g.queue_id and ct.consumer_group = g.consumer_group
+      where g.consumer_group collate "C" = $1 and ($2::text is null or g.queue_name = $2)`,
+    [group, queue],
+  );
+  let deleted = 0;
+  if (queue === null) {
+    const { rows } = await ctx.db.query<{ n: number }>('select queen.log_delete_group_v1($1, null, $2) as n', [group, deleteMetadata]);
+    deleted = rows[0]!.n;
+  } else {
+    const { rows } = await ctx.db.query<{ n: number | null }>(
+      'select queen.log_delete_group_v1($1, q.id, $3) as n from queen.queues q where q.name = $2',
+      [group, queue, deleteMetadata],
+    );
+    deleted = rows[0]?.n ?? 0;
+  }
+  ctx.totals.touch(counted.map((r) => r.id));
+  ctx.totals.groupDeleted(group, queue);
+  return { success: true as const, consumerGroup: group, deletedPartitions: deleted, metadataDeleted: deleteMetadata };
+}
+
+export function consumerGroupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  registerRoute(app, adminRoutes.groupList, async ({ query }) => listGroups(ctx, query));
+  registerRoute(app, adminRoutes.groupDelete, async ({ params, query }) => deleteGroup(ctx, params.group, null, query.deleteMetadata ?? true));
+  registerRoute(app, adminRoutes.groupQueueDelete, async ({ params, query }) =>
+    deleteGroup(ctx, params.group, params.queue, query.deleteMetadata ?? true),
+  );
+}

@@ -1,0 +1,189 @@
+import type pg from 'pg';
+import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
+import type { BrokerContext } from '../context.js';
+import { encryptedQueues, encryptionAvailable, encryptPayload } from '../log/encryption.js';
+import { setMaintenanceTask } from './retention.js';
+
+// Timers (PROTOCOL §6): scheduled only through the transaction route, fired
+// by a poller every replica runs. SQL: src/sql/queen.log_timers_*_v1.sql (the table: migrations/005_timers.sql).
+
+/** Timers one fire transaction claims at most; a full batch polls again at once. */
+const FIRE_BATCH = 500;
+
+/**
+ * A `fireAt` as the broker stores it: rounded UP to the millisecond, so a
+ * sub-millisecond part never makes a timer fire early.
+ */
+function fireAtOf(fireAt: string): string {
+  const ms = Date.parse(fireAt);
+  const fraction = /\.(\d+)/.exec(fireAt)?.[1] ?? '';
+  const subMs = fraction.length > 3 && /[1-9]/.test(fraction.slice(3));
+  return new Date(ms + (subMs ? 1 : 0)).toISOString();
+}
+
+/**
+ * Schedules the `timers` of a transaction on its client, after the KV ops
+ * (rank 1) and before any append lock (rank 4). Rows commit with the
+ * transaction, so a rolled-back transaction leaves no timer. A pending timer
+ * with the same (queue, partition, transactionId) answers `duplicate` with
+ * its own timerId. `delayMs` counts from now on the database's clock, the
+ * one the firer compares with.
+ */
+export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], producerSub: string | null, ctx?: BrokerContext): Promise<TimerResult[]> {
+  // A timer for an encrypted queue stores only ciphertext (by the flag at
+  // scheduling time); the firer passes it through to the allocator.
+  const encrypted = ctx ? await encryptedQueues(ctx, timers.map((t) => t.queue)) : new Set<string>();
+  const wire = timers.map((t) => ({
+    queue: t.queue,
+    partition: t.partition,
+    ...(encrypted.has(t.queue) ? { encrypted: encryptPayload(ctx!, t.payload) } : { payload: t.payload }),
+    ...(t.delayMs !== undefined ? { delayMs: t.delayMs } : { fireAt: fireAtOf(t.fireAt!) }),
+    ...(t.transactionId !== undefined ? { transactionId: t.transactionId } : {}),
+  }));
+  const { rows } = await client.query<{ r: TimerResult[] }>('select queen.log_timers_schedule_v1($1::jsonb, $2) as r', [JSON.stringify(wire), producerSub]);
+  return rows[0]!.r;
+}
+
+function isDbUnavailable(err: unknown): boolean {
+  return err instanceof QueenError && err.code === 'DB_UNAVAILABLE';
+}
+
+interface FireResult {
+  fired: number;
+  missing: number;
+  queues: string[];
+  /** The partitions written (for the listing totals). */
+  partitions: string[];
+  /** Due plaintext timers of queues encrypted since they were scheduled (not fired). */
+  held?: number;
+}
+
+/**
+ * Encrypts, in place, the payloads of due timers that were scheduled in
+ * plaintext for a queue that has encryptionEnabled now, so the firer never
+ * stores plaintext into an encrypted queue. Without a key it logs (once until
+ * the held timers are gone) and leaves them to a broker that has one.
+ * Answers how many it encrypted.
+ */
+async function encryptHeldTimers(ctx: BrokerContext): Promise<number> {
+  if (!encryptionAvailable(ctx)) {
+    if (!ctx.timers.heldWarned) {
+      ctx.log.warn('timers are due for queues with encryptionEnabled but hold plaintext, and QUEEN_ENCRYPTION_KEY is not set on this broker: they wait for a broker with the key');
+      ctx.timers.heldWarned = true;
+    }
+    return 0;
+  }
+  const { rows } = await ctx.db.query<{ id: string; payload: unknown }>(
+    `select t.id, t.payload from queen.log_timers t
+      where t.fire_at <= clock_timestamp() and queen.timer_held_v1(t.queue_name, t.encrypted)
+      order by t.fire_at, t.id limit $1`,
+    [FIRE_BATCH],
+  );
+  if (rows.length === 0) return 0;
+  const { rowCount } = await ctx.db.query(
+    `update queen.log_timers t set encrypted = decode(x.enc, 'base64'), payload = null
+       from unnest($1::uuid[], $2::text[]) as x(id, enc)
+      where t.id = x.id and t.encrypted is null`,
+    [rows.map((r) => r.id), rows.map((r) => encryptPayload(ctx, r.payload))],
+  );
+  return rowCount ?? 0;
+}
+
+/**
+ * One batch of due timers fired in one transaction (queen.log_timers_fire_v1)
+ * on `client` (already inside a transaction) or in a transaction of its own.
+ */
+async function fireBatch(ctx: BrokerContext, client?: pg.PoolClient): Promise<FireResult> {
+  // Without a client the single statement is its own transaction: one round trip per poll.
+  const sql = 'select queen.log_timers_fire_v1($1) as r';
+  const { rows } = client ? await client.query<{ r: FireResult }>(sql, [FIRE_BATCH]) : await ctx.db.query<{ r: FireResult }>(sql, [FIRE_BATCH]);
+  return rows[0]!.r;
+}
+
+/**
+ * Creates the missing target queues and partitions of due timers, each in
+ * its own short transaction before the fire transaction (PROTOCOL §4).
+ */
+async function ensureDueTargets(ctx: BrokerContext): Promise<void> {
+  const { rows } = await ctx.db.query<{ queue: string; partition: string }>(
+    `select distinct t.queue_name as queue, t.partition_name as partition
+       from queen.log_timers t
+      where t.fire_at <= clock_timestamp()
+        and not exists (select 1 from queen.queues q join queen.partitions p on p.queue_id = q.id
+                         where q.name = t.queue_name and p.name = t.partition_name)
+      limit 1000`,
+  );
+  // Straight to SQL, not the partition cache: a cached id may name a
+  // partition deleted since, which is exactly why the timer found none.
+  if (rows.length) await ctx.db.query('select 1 from queen.ensure_partitions_v1($1::jsonb)', [JSON.stringify(rows)]);
+}
+
+/**
+ * Fires every timer due now; answers how many. Replicas running it at once
+ * share the work (SKIP LOCKED) and never fire one timer twice. Long-pollers
+ * of the target queues are woken here and, through the allocator's NOTIFY,
+ * on every other replica.
+ */
+export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient): Promise<number> {
+  let total = 0;
+  let ensured = 0;
+  for (let round = 0; round < 1000; round++) {
+    const r = await fireBatch(ctx, client);
+    total += r.fired;
+    if (r.fired) ctx.metrics.timersFired.inc(r.fired);
+    ctx.totals.touch(r.partitions);
+    for (const queue of r.queues) ctx.notifier.notify(queue);
+    let encrypted = 0;
+    if (r.held) encrypted = await encryptHeldTimers(ctx);
+    else ctx.timers.heldWarned = false;
+    if (r.missing > 0 && ensured < 3) {
+      ensured++;
+      await ensureDueTargets(ctx);
+      continue;
+    }
+    // Held timers just encrypted fire on the next batch.
+    if (r.fired < FIRE_BATCH && encrypted === 0) break;
+  }
+  return total;
+}
+
+/**
+ * The timer firer service (started by default on every broker): a pass every
+ * QUEEN_TIMER_POLL_MS, never two at once in one process. Fires are never
+ * early and normally land within one poll interval plus the push. It also
+ * answers the `timers` task of POST /api/v1/system/maintenance/run.
+ */
+export function timerService(ctx: BrokerContext): { stop(): Promise<void> } {
+  setMaintenanceTask(ctx, 'timers', async (client) => ({ fired: await fireDueTimers(ctx, client) }));
+  let running: Promise<unknown> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const again = () => {
+    if (stopped) return;
+    timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
+    timer.unref();
+  };
+  const tick = () => {
+    if (stopped || ctx.shutdown.aborted) return;
+    // While PostgreSQL is down the Database probes for it and has logged the
+    // outage once; a pass now would only fail (and log) every poll.
+    if (!ctx.db.available) return again();
+    running = fireDueTimers(ctx)
+      .catch((err) => {
+        if (!isDbUnavailable(err)) ctx.log.warn({ err }, 'timer fire pass failed');
+      })
+      .finally(() => {
+        running = undefined;
+        again();
+      });
+  };
+  timer = setTimeout(tick, Math.max(ctx.config.timerPollMs, 10));
+  timer.unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
