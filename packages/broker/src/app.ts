@@ -6,7 +6,7 @@ import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from '.
 import { registerOriginGuards } from './http/origin.js';
 import { requestLogger } from './http/request-logger.js';
 import { discardBound, keepForUnreadBody } from './http/unread-body.js';
-import type { BrokerContext } from './context.js';
+import type { BrokerContext } from './context/context.js';
 import { groupRoutes } from './admin/groups.js';
 import { configureRoutes } from './admin/configure.js';
 import { queueDeleteRoutes } from './admin/queue-delete.js';

@@ -1,7 +1,7 @@
 export { startBroker, type BrokerOptions, type RunningBroker } from './broker.js';
 export type { BrokerPlugin, Principal } from './app.js';
-export { readConfig, type BrokerConfig } from './config.js';
-export type { BrokerContext } from './context.js';
+export { readConfig, type BrokerConfig } from './context/config.js';
+export type { BrokerContext } from './context/context.js';
 export { Database } from './db/database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './db/embedded-postgres.js';
 export { migrate, brokerMigrations, checksumList, checksumOf, functionFiles, MigrationChangedError, type MigrationSource } from './db/migrate.js';

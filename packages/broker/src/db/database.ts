@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
-import type { BrokerConfig } from '../config.js';
+import type { BrokerConfig } from '../context/config.js';
 
 // int8 stays a string (offsets are decimal strings on the wire); timestamps are
 // formatted by queen.iso() in SQL, so no Date conversion is needed here.

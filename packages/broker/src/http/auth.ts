@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { jwtVerify, type JWTPayload } from 'jose';
 import { QueenError, type AccessLevel } from '@queen-mq/protocol';
 import type { Principal } from '../app.js';
-import { checkJwtSecret, type ApiKey, type BrokerConfig } from '../config.js';
+import { checkJwtSecret, type ApiKey, type BrokerConfig } from '../context/config.js';
 
 type GrantedLevel = Exclude<AccessLevel, 'public'>;
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { allRoutes, buildOpenApi, QueenError, routes, type RouteSpec } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from './http.js';
 
 /** Every route any composed plugin registered, for /openapi.json. */

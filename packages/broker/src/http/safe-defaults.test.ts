@@ -4,7 +4,7 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Authenticator, bearerToken } from './auth.js';
-import { readConfig } from '../config.js';
+import { readConfig } from '../context/config.js';
 import { registerOriginGuards } from './origin.js';
 
 // Safe defaults (issue 13 item 4, PROTOCOL §1.1/§1.2): what a web page the

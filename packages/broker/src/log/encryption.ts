@@ -1,8 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { QueenError } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import type { Database } from '../db/database.js';
-import { ClockCache } from './clock-cache.js';
+import { ClockCache } from '../db/clock-cache.js';
 
 // Encryption at rest (PROTOCOL §5.1 `encryptionEnabled`): payloads of a queue
 // with the option are encrypted here, in the broker, at every edge where they

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { popQuery, routes, type PopQuery } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from '../http/http.js';
-import { Waiter } from './wait-room.js';
+import { Waiter } from '../wait/wait-room.js';
 import { POP_SQL, type PopAnswerRow, type PopRow } from '../sql/queen.log_pop_v3.js';
 import { TRACEPARENTS_SQL, type TraceparentRow } from '../sql/queen.message_traceparents_v1.js';
 

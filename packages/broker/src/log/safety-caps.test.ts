@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
-import { ClockCache } from './clock-cache.js';
-import { PartitionDirectory } from './partitions.js';
+import { ClockCache } from '../db/clock-cache.js';
+import { PartitionDirectory } from '../db/partitions.js';
 import { setTransactionKv } from './transaction.js';
 
 // Caps (issue 13 item 9) over real HTTP against a real PostgreSQL: transaction

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
 /** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own two aside. */

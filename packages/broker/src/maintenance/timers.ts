@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { encryptedQueues, encryptionAvailable, encryptPayload } from '../log/encryption.js';
 import { setMaintenanceTask } from './retention.js';
 

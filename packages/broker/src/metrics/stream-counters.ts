@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { consoleRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
 /** What this broker process counted for one stream query since it started. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { planStages, QueenError, streamRoutes, type StreamPlan, type StreamPlanBody, type StreamStage } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import type { Database } from '../db/database.js';
 import { registerRoute } from '../http/http.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type StreamPlan, type StreamRegisterBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { migrationsOnRegister, streamPlanRoutes, pendingMigrations, planAgainst, recordProposal, versionOf } from './plan.js';
 

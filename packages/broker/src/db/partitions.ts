@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { Database } from './database.js';
 import { ClockCache } from './clock-cache.js';
 
 const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;

@@ -1,13 +1,13 @@
 import type { Logger } from 'pino';
 import type { BrokerConfig } from './config.js';
-import type { Database } from './db/database.js';
-import type { EncryptionState } from './log/encryption.js';
-import type { ListingTotals } from './maintenance/listing-totals.js';
-import type { BrokerMetrics } from './metrics/metrics.js';
-import type { PushNotifier } from './log/notifier.js';
-import type { PartitionDirectory } from './log/partitions.js';
-import type { HookedMaintenanceTask, MaintenanceTaskRunner } from './maintenance/retention.js';
-import type { TransactionKv } from './log/transaction.js';
+import type { Database } from '../db/database.js';
+import type { EncryptionState } from '../log/encryption.js';
+import type { ListingTotals } from '../maintenance/listing-totals.js';
+import type { BrokerMetrics } from '../metrics/metrics.js';
+import type { PushNotifier } from '../wait/notifier.js';
+import type { PartitionDirectory } from '../db/partitions.js';
+import type { HookedMaintenanceTask, MaintenanceTaskRunner } from '../maintenance/retention.js';
+import type { TransactionKv } from '../log/transaction.js';
 
 /**
  * What every route and service of one broker process shares. All per-broker

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import type { Database } from '../db/database.js';
+import type { Database } from './database.js';
 import { PartitionDirectory } from './partitions.js';
 
 // What a cached partition costs the broker's heap (issue 31): the directory
