@@ -2,8 +2,22 @@ import { createHash, timingSafeEqual, webcrypto } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { jwtVerify, type JWTPayload } from 'jose';
 import { QueenError, type AccessLevel } from '@queen-mq/protocol';
-import type { Principal } from '../app.js';
 import { checkJwtSecret, type ApiKey, type BrokerConfig } from '../context/config.js';
+
+/** Who is calling: set by the auth hook; null subject when auth is off. */
+export interface Principal {
+  level: AccessLevel;
+  subject: string | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+  interface FastifyContextConfig {
+    level?: AccessLevel;
+  }
+}
 
 type GrantedLevel = Exclude<AccessLevel, 'public'>;
 

@@ -3,7 +3,7 @@ import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@quee
 import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
 import { ClockCache } from '../db/clock-cache.js';
 import { PartitionDirectory } from '../db/partitions.js';
-import { setTransactionKv } from './transaction.js';
+import { setTransactionKv } from '../context/context.js';
 
 // Caps (issue 13 item 9) over real HTTP against a real PostgreSQL: transaction
 // arrays, the pop byte bound, paged state/get and paged listings; and the
