@@ -52,7 +52,7 @@ interface DatabaseConfig {
  * once), as does any new connection PostgreSQL accepts meanwhile. Not a
  * statement that succeeds meanwhile: while PostgreSQL shuts down it ends its
  * sessions one by one, so a statement can still succeed on a session not
- * yet ended, and the outage was logged as over 10 ms after it began, then
+ * yet ended, and the outage was logged as over within moments of its start, then
  * again as begun (a shutting-down server refuses new connections, so a
  * connection accepted is proof). Background services
  * consult `available` and skip their passes while it is false; `/health`

@@ -5,7 +5,7 @@ import { ClockCache } from '../db/clock-cache.js';
 import { PartitionDirectory } from '../db/partitions.js';
 import { setTransactionKv } from '../context/context.js';
 
-// Caps (issue 13 item 9) over real HTTP against a real PostgreSQL: transaction
+// Caps over real HTTP against a real PostgreSQL: transaction
 // arrays, the pop byte bound, paged state/get and paged listings; and the
 // caches keyed by client-chosen names stay bounded.
 

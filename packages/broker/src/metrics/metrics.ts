@@ -103,10 +103,9 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
 
 /**
  * How often the event loop lag histogram (nodejs_eventloop_lag_*) samples,
- * ms. prom-client's default, 10 ms, is a timer that woke an idle broker's
- * event loop 100 times a second for ever (issue 31: 106 wake-ups a second
- * and 0.010 of a core idle, against 21 and 0.006 at 100 ms;
- * apps/broker/src/idle.test.ts). A stall shorter than this is seen by the
+ * in milliseconds. prom-client's default is a timer that woke an idle
+ * broker's event loop 100 times a second for ever, most of what an idle
+ * broker spent (apps/broker/src/idle.test.ts). A stall shorter than this is seen by the
  * samples it delays, a longer one always.
  */
 const EVENT_LOOP_SAMPLE_MS = 100;
