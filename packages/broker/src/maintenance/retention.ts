@@ -3,8 +3,8 @@ import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@qu
 import type { BrokerContext } from '../context.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
-/** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own two aside. */
-export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions'>;
+/** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own three aside. */
+export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions' | 'history'>;
 
 /**
  * A maintenance task hooked into the pass (the timer catch-up, the KV's
@@ -27,7 +27,7 @@ export const RETENTION_SEGMENTS_PER_TRANSACTION = 4;
 /** Transaction-level advisory lock: one maintenance pass at a time across every replica. */
 const MAINTENANCE_LOCK = 7_163_265_004;
 
-export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers', 'state'];
+export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers', 'state', 'history'];
 
 /**
  * One maintenance pass (PROTOCOL §3.9): retention drops whole segments by the
@@ -67,6 +67,7 @@ export async function runMaintenance(
     kv: { expiredPurged: 0 },
     timers: { fired: 0 },
     state: { expiredDeleted: 0 },
+    history: { rowsDeleted: 0 },
   };
   if (tasks.includes('retention')) {
     // One partition, a few segments, per transaction: a pass over a big
@@ -108,11 +109,23 @@ export async function runMaintenance(
     ctx.totals.touchQueues([...new Set(r.value.partitions.map(([queue]) => queue))]);
   }
   for (const task of allMaintenanceTasks) {
-    if (task === 'retention' || task === 'partitions' || !tasks.includes(task)) continue;
+    if (task === 'retention' || task === 'partitions' || task === 'history' || !tasks.includes(task)) continue;
     const run = ctx.hooks.maintenance[task] as MaintenanceTaskRunner | undefined;
     if (!run) continue;
     const r = await step((client) => run(client, ctx));
     if (r) (out as Record<HookedMaintenanceTask, unknown>)[task] = r.value;
+  }
+  if (tasks.includes('history')) {
+    // Before the state shards: their loop may end the pass early.
+    const r = await step(async (client) => {
+      const { rows } = await client.query<{ n: string }>('select queen.history_trim_v1($1::interval, $2::interval) as n', [
+        `${ctx.config.historyMinutesKeptH} hours`,
+        `${ctx.config.historyHoursKeptD} days`,
+      ]);
+      return Number(rows[0]!.n);
+    });
+    if (!r) return out;
+    out.history.rowsDeleted = r.value;
   }
   if (tasks.includes('state')) {
     // One transaction per (query, partition), under the locks a cycle takes (expired-state.ts).

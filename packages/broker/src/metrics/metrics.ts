@@ -4,6 +4,7 @@ import { TopCounter } from './top-counter.js';
 import { routes } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context.js';
 import { registerRoute } from '../http/http.js';
+import { HistoryCounts } from './history.js';
 import { namedStreamCounts, StreamCounters, type NamedQueryCounts } from './stream-counters.js';
 
 /**
@@ -25,6 +26,8 @@ export interface BrokerMetrics {
   longPollWaiting: Gauge;
   /** Per-query stream cycle counts (cycle route), read by /streams/v1/counters and the queen_stream_query_* series. */
   streamQueries: StreamCounters;
+  /** This broker's counts for the history (history.ts), added to PostgreSQL in the background. */
+  history: HistoryCounts;
   timersFired: Counter;
   schedulesFired: Counter;
 }
@@ -201,6 +204,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     leaseExpired: new TopCounter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers, topN }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
     streamQueries,
+    history: new HistoryCounts(ctx),
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
     schedulesFired: new Counter({ name: 'queen_schedule_fires_total', help: 'Schedule fire times pushed to their queue by this broker', registers }),
   };
