@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { CURRENT_MINUTE_MAX_KEYS } from './history.js';
 
 // The history (migration 032, history.ts, admin/history.ts) over real HTTP:
 // its counts are what the brokers answered, whichever broker answered them,
@@ -111,6 +112,19 @@ describe('history', () => {
     expect(Math.max(...r.body.points.map((p: any) => p.lag))).toBe(7);
     expect(Math.max(...r.body.points.map((p: any) => p.dlq))).toBe(1);
     expect(Math.max(...r.body.groups.find((g: any) => g.group === 'g').points.map((p: any) => p.lag))).toBe(4);
+  });
+
+  it('with more than CURRENT_MINUTE_MAX_KEYS keys in the current minute, the timer flush writes ended minutes only; a read flushes the rest', async () => {
+    const prefix = uniqueName('hist-many');
+    const at = Math.floor(Date.now() / 60_000);
+    for (let i = 0; i <= CURRENT_MINUTE_MAX_KEYS; i++) a.ctx.metrics.history.add(`${prefix}-${i}`, '', 'pushed', 2);
+    await a.ctx.metrics.history.flush(true);
+    const written = async () =>
+      (await a.sql.query(`select count(*)::int as n, coalesce(sum(pushed), 0)::int as pushed from queen.queue_history where step = 60 and queue like $1`, [`${prefix}-%`])).rows[0];
+    // Unless the minute ended meanwhile (then they are an ended minute's, and written).
+    if (Math.floor(Date.now() / 60_000) === at) expect(await written()).toEqual({ n: 0, pushed: 0 });
+    await a.ctx.metrics.history.flush();
+    expect(await written()).toEqual({ n: CURRENT_MINUTE_MAX_KEYS + 1, pushed: 2 * (CURRENT_MINUTE_MAX_KEYS + 1) });
   });
 
   it('answers 404 for a queue or query that does not exist, and 400 for a range it does not know', async () => {

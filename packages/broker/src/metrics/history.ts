@@ -37,6 +37,16 @@ type QueueField = 'pushed' | 'popped' | 'acked' | 'failed' | 'dead';
  */
 const MAX_KEYS = 500_000;
 
+/**
+ * Most keys of the current minute a timer flush writes. Each flush adds to
+ * the rows of the keys it carries, so a key counted all minute long is
+ * written once per flush: with more keys than this waiting in the current
+ * minute (thousands of busy queues), the timer writes only the minutes that
+ * have ended, each key once a minute, and the current minute waits for its
+ * end (a history route still flushes everything before it reads).
+ */
+export const CURRENT_MINUTE_MAX_KEYS = 2_000;
+
 const FLUSH_SQL = `select queen.history_flush_v1($1::timestamptz[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
   $9::timestamptz[], $10::uuid[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::timestamptz[]) as sampled`;
 
@@ -149,18 +159,22 @@ export class HistoryCounts {
    * Adds what was counted to the history now (after a flush in flight: a
    * call during one runs once more after it). Answers when the counts
    * counted before the call are written, or the flush failed (logged; the
-   * counts are kept for the next one).
+   * counts are kept for the next one). `timer`: the periodic flush, which
+   * leaves the current minute's keys for later when there are more than
+   * CURRENT_MINUTE_MAX_KEYS of them.
    */
-  flush(): Promise<void> {
+  flush(timer = false): Promise<void> {
     if (!this.enabled) return Promise.resolve();
     if (this.flushing) {
-      this.again = true;
+      if (!timer) this.again = true;
       return this.flushing;
     }
     this.flushing = (async () => {
+      let ended = timer;
       do {
         this.again = false;
-        await this.flushOnce();
+        await this.flushOnce(ended);
+        ended = false;
       } while (this.again);
     })().finally(() => {
       this.flushing = null;
@@ -168,13 +182,35 @@ export class HistoryCounts {
     return this.flushing;
   }
 
-  private async flushOnce(): Promise<void> {
+  /** The waiting keys to write now: all (`before` null), or those of the minutes before `before`, taken out of `map`. */
+  private take<D extends { minute: number }>(map: Map<string, D>, before: number | null): Map<string, D> {
+    if (before === null) return map;
+    const out = new Map<string, D>();
+    for (const [key, d] of map) {
+      if (d.minute < before) {
+        out.set(key, d);
+        map.delete(key);
+      }
+    }
+    return out;
+  }
+
+  private async flushOnce(timer: boolean): Promise<void> {
     const minute = minuteOf(Date.now());
     if (this.queues.size === 0 && this.streams.size === 0 && this.sampledMinute === minute) return;
-    const queues = this.queues;
-    const streams = this.streams;
-    this.queues = new Map();
-    this.streams = new Map();
+    let before: number | null = null;
+    if (timer) {
+      let current = 0;
+      for (const d of this.queues.values()) if (d.minute >= minute) current++;
+      for (const d of this.streams.values()) if (d.minute >= minute) current++;
+      if (current > CURRENT_MINUTE_MAX_KEYS) before = minute;
+    }
+    const queues = this.take(this.queues, before);
+    const streams = this.take(this.streams, before);
+    if (before === null) {
+      this.queues = new Map();
+      this.streams = new Map();
+    } else if (queues.size === 0 && streams.size === 0 && this.sampledMinute === minute) return;
     if (this.dropped) {
       this.ctx.log.warn({ keys: this.dropped }, 'history counts not kept: too many keys waiting for a flush');
       this.dropped = 0;
@@ -252,7 +288,7 @@ export function historyService(ctx: BrokerContext): { stop(): Promise<void> } {
   if (ctx.config.historyFlushMs <= 0) return { stop: async () => undefined };
   const timer = setInterval(() => {
     // Skipped while PostgreSQL is down: the counts wait in memory.
-    if (!ctx.shutdown.aborted && ctx.db.available) void history.flush();
+    if (!ctx.shutdown.aborted && ctx.db.available) void history.flush(true);
   }, ctx.config.historyFlushMs);
   timer.unref();
   return {
