@@ -38,8 +38,8 @@ const historyFrame = {
 
 /**
  * One bucket of a queue (or of every queue). Counts are what happened in
- * the bucket, added by every broker: messages pushed (stream sink pushes,
- * DLQ requeues and schedule fires included), handed out by pops, ack items
+ * the bucket, added by every broker: messages pushed (transaction and stream
+ * sink pushes, DLQ requeues and schedule fires included), handed out by pops, ack items
  * applied as completed/success (`acked`) and as failed/dlq (`failed`), and
  * messages dead-lettered. `lag` and `dlq` are samples, one a minute, the
  * largest in the bucket: the queue's depth through the queue-mode cursor

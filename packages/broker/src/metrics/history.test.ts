@@ -79,6 +79,35 @@ describe('history', () => {
     expect(rows).toEqual([{ step: 60, pushed: 50, popped: 45, acked: 40 }, { step: 3600, pushed: 50, popped: 45, acked: 40 }]);
   });
 
+  it('counts a transaction\'s pushes and acks once it committed, and nothing of one that rolled back', async () => {
+    const src = uniqueName('hist-tx-src');
+    const dst = uniqueName('hist-tx-dst');
+    await push(a, src, 'p', 2);
+    const [m1, m2] = await pop(a, src, 'consumerGroup=g&batch=2');
+    const ok = await b.http('POST', '/api/v1/transaction', {
+      operations: [
+        { type: 'push', items: [{ queue: dst, payload: 1 }, { queue: dst, payload: 2 }, { queue: dst, payload: 3 }] },
+        { type: 'ack', transactionId: m1.transactionId, partitionId: m1.partitionId, leaseId: m1.leaseId, consumerGroup: 'g' },
+      ],
+    });
+    expect(ok.body.success).toBe(true);
+    // Refused whole (the second message is acked with a lease that is not its): nothing committed, nothing counted.
+    const refused = await b.http('POST', '/api/v1/transaction', {
+      operations: [
+        { type: 'push', items: [{ queue: dst, payload: 4 }] },
+        { type: 'ack', transactionId: m2.transactionId, partitionId: m2.partitionId, leaseId: '00000000-0000-4000-8000-000000000000', consumerGroup: 'g' },
+      ],
+    });
+    expect(refused.body.success).toBe(false);
+    await b.ctx.metrics.history.flush();
+    const totals = async (queue: string) => {
+      const r = await a.http('GET', `/api/v1/history/queues/${queue}?range=1h`);
+      return ['pushed', 'popped', 'acked', 'failed'].map((f) => sum(r.body.points, f));
+    };
+    expect(await totals(dst)).toEqual([3, 0, 0, 0]);
+    expect(await totals(src)).toEqual([2, 2, 1, 0]);
+  });
+
   it('samples lag, depth and DLQ size once a minute: one of two brokers flushing at once takes the sample, and its values are the listing totals', async () => {
     const q = uniqueName('hist-lag');
     await push(a, q, 'p', 7);
