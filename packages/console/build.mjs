@@ -4,7 +4,8 @@
 // route table (method, path, level of each route) is taken from the built
 // @queen-mq/protocol and baked into the script, so the page never writes a
 // URL or a level by hand.
-import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -31,4 +32,7 @@ await build({
   legalComments: 'none',
   logLevel: 'warning',
 });
-for (const file of ['index.html', 'console.css']) copyFileSync(join(root, 'src', 'ui', file), join(out, file));
+copyFileSync(join(root, 'src', 'ui', 'index.html'), join(out, 'index.html'));
+// One style sheet: the charting library's (uPlot) first, then ours, which may override it.
+const chartCss = readFileSync(createRequire(import.meta.url).resolve('uplot/dist/uPlot.min.css'), 'utf8');
+writeFileSync(join(out, 'console.css'), `${chartCss}\n${readFileSync(join(root, 'src', 'ui', 'console.css'), 'utf8')}`);

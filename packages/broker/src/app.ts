@@ -25,6 +25,7 @@ import { streamQueryRoutes } from './streams/queries.js';
 import { streamMigrationRoutes } from './streams/migrations.js';
 import { streamStateRoutes } from './streams/state.js';
 import { consoleApiRoutes } from './admin/console.js';
+import { historyApiRoutes } from './admin/history.js';
 import { scheduleRouteHandlers } from './admin/schedules.js';
 import { streamInspectRoutes } from './streams/inspect.js';
 import { streamCounterRoutes } from './streams/counters.js';
@@ -32,7 +33,7 @@ import { streamCounterRoutes } from './streams/counters.js';
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;
 
-const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamMigrationRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes, scheduleRouteHandlers];
+const coreRoutes: BrokerPlugin[] = [metricsRoutes, opsRoutes, pushRoutes, popRoutes, ackRoutes, leaseRoutes, queueRoutes, groupRoutes, configureRoutes, queueDeleteRoutes, consumerGroupRoutes, seekRoutes, dlqRoutes, transactionRoutes, maintenanceRoutes, streamQueryRoutes, streamMigrationRoutes, streamCycleRoutes, streamStateRoutes, streamInspectRoutes, streamCounterRoutes, consoleApiRoutes, historyApiRoutes, scheduleRouteHandlers];
 
 /**
  * The fastify app: JSON everywhere, the request pipeline of PROTOCOL §1.2

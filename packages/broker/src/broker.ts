@@ -17,6 +17,7 @@ import { StatisticsKeeper } from './db/statistics.js';
 import { retentionService } from './maintenance/retention.js';
 import { scheduleService } from './maintenance/schedule-firer.js';
 import { timerService } from './maintenance/timers.js';
+import { historyService } from './maintenance/history-writer.js';
 
 const VERSION = '0.1.0';
 
@@ -110,7 +111,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const address = app.server.address() as { port: number };
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
   const url = `http://${host}:${address.port}`;
-  const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
+  const services = [retentionService, timerService, scheduleService, historyService, ...(options.services ?? [])].map((start) => start(ctx));
   // Queues without totals yet (made before migration 029, or by SQL) are counted whole, in the background.
   void uncountedQueues(db)
     .then((names) => totals.addUncounted(names))

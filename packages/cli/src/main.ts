@@ -13,6 +13,7 @@ import { wantsJson } from './output.js';
 import { popCommand } from './pop.js';
 import { pushCommand } from './push.js';
 import { queuesCommands } from './queues.js';
+import { statsCommand } from './stats.js';
 import { statusCommand } from './status.js';
 import { streamsCommands } from './streams.js';
 import { tailCommand } from './tail.js';
@@ -96,6 +97,7 @@ const localCommands: Record<string, { options: Options; positionals: [number, nu
 /** Commands that talk to a broker through one client: `status`, and `<group> <sub>`. */
 const brokerCommands: Record<string, CommandSpec | Record<string, CommandSpec>> = {
   status: statusCommand,
+  stats: statsCommand,
   queues: queuesCommands,
   groups: groupsCommands,
   dlq: dlqCommands,

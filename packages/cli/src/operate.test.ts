@@ -119,6 +119,27 @@ describe('queen operator commands', () => {
     expect(down.stderr).toMatch(/ECONNREFUSED/);
   });
 
+  it('stats prints a queue\'s history: totals, sparklines and the busy points on a terminal, the route\'s answer with --json', async () => {
+    const q = uniqueName('cli-stats');
+    await pushN(q, 12);
+    const popped = await b.http('GET', `/api/v1/pop/queue/${q}?batch=5`);
+    await b.http('POST', '/api/v1/ack/batch', { acknowledgments: popped.body.messages.map((m: any) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId })) });
+    const res = await run(['stats', q, '--json']);
+    expect(res.code).toBe(0);
+    const [answer] = res.rows;
+    expect([answer.queue, answer.range, answer.step, answer.points.length]).toEqual([q, '1h', 60, 60]);
+    const total = (f: string) => answer.points.reduce((s: number, p: any) => s + p[f], 0);
+    expect([total('pushed'), total('popped'), total('acked')]).toEqual([12, 5, 5]);
+    const table = await text(['stats', q, '--range', '30d']);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(new RegExp(`^queue ${q}: 720 points of 3600 s`));
+    expect(table.stdout).toMatch(/\npushed\s+12\s+12\s+12\s+[▁█]+\n/);
+    expect(table.stdout).toMatch(/\npopped\s+5\s+5\s+5\s/);
+    expect(table.stdout).toMatch(/\nlag __QUEUE_MODE__\s/);
+    expect((await run(['stats', q, '--range', '1y'])).code).toBe(2);
+    expect((await run(['stats', uniqueName('none')])).code).toBe(3);
+  });
+
   it('queues list, show, configure and delete (delete needs --yes; an unknown queue exits 3)', async () => {
     const q = uniqueName('cli-q');
     await pushN(q, 3, 'p1');

@@ -23,6 +23,8 @@ Messages:
 
 Operations:
   status                           broker version, database, schema version (exit 5 when not ready)
+  stats [queue]                    history: pushed, popped, acked, failed, dead-lettered, lag and DLQ size over time,
+      [--range 1h|24h|30d]          with sparklines (every queue without one; --json: the history route's answer)
   queues list
   queues show <queue>              options and partitions
   queues configure <queue> option=value...   e.g. leaseTime=60 retryLimit=5 (JSON values; null resets)

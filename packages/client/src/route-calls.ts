@@ -1,4 +1,4 @@
-import { adminRoutes, consoleRoutes, kvRoutes, routePath, routes, scheduleRoutes, streamRoutes, type RouteSpec, type z } from '@queen-mq/protocol';
+import { adminRoutes, consoleRoutes, historyRoutes, kvRoutes, routePath, routes, scheduleRoutes, streamRoutes, type RouteSpec, type z } from '@queen-mq/protocol';
 import type { QueryValue, RequestOptions } from './transport.js';
 
 // Typed calls for every route of the protocol's route table: the client
@@ -6,7 +6,7 @@ import type { QueryValue, RequestOptions } from './transport.js';
 // params, query, body and answer are typed by the route's own schemas.
 
 /** Every route the broker serves, by name (the protocol's tables, merged). */
-export const routeTable = { ...routes, ...adminRoutes, ...streamRoutes, ...kvRoutes, ...consoleRoutes, ...scheduleRoutes };
+export const routeTable = { ...routes, ...adminRoutes, ...streamRoutes, ...kvRoutes, ...consoleRoutes, ...scheduleRoutes, ...historyRoutes };
 
 export type RouteTable = typeof routeTable;
 export type RouteCallName = keyof RouteTable;

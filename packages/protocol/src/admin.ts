@@ -406,7 +406,7 @@ export const transactionResponse = z.object({
 export const maintenanceStatusResponse = z.object({ maintenanceMode: z.boolean(), popMaintenanceMode: z.boolean() });
 export const maintenancePopBody = z.object({ enabled: z.boolean() });
 export const maintenancePopResponse = z.object({ popMaintenanceMode: z.boolean() });
-export const maintenanceTask = z.enum(['retention', 'partitions', 'kv', 'timers', 'state']);
+export const maintenanceTask = z.enum(['retention', 'partitions', 'kv', 'timers', 'state', 'history']);
 export type MaintenanceTask = z.infer<typeof maintenanceTask>;
 export const maintenanceRunBody = z.object({ tasks: z.array(maintenanceTask).optional() });
 export const maintenanceRunResponse = z.object({
@@ -417,6 +417,8 @@ export const maintenanceRunResponse = z.object({
   timers: z.object({ fired: z.number().int() }),
   /** Stream state rows deleted because their query's `state_ttl_seconds` passed since they were last written. */
   state: z.object({ expiredDeleted: z.number().int() }),
+  /** History rows (console charts, `queen stats`) past their retention: minute buckets after QUEEN_HISTORY_MINUTES_KEPT_H, hour buckets after QUEEN_HISTORY_HOURS_KEPT_D. */
+  history: z.object({ rowsDeleted: z.number().int() }),
 });
 export type MaintenanceRunResult = z.infer<typeof maintenanceRunResponse>;
 

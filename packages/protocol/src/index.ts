@@ -18,6 +18,7 @@ export * from './stream-plan.js';
 export * from './kv.js';
 export * from './schedules.js';
 export * from './console.js';
+export * from './history.js';
 export * from './resources.js';
 export * from './routes.js';
 export * from './paths.js';

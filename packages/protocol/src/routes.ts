@@ -4,6 +4,7 @@ import { adminRoutes } from './admin.js';
 import { leaseExtendBody, leaseExtendParams, leaseExtendResponse } from './lease.js';
 import { kvRoutes } from './kv.js';
 import { consoleRoutes } from './console.js';
+import { historyRoutes } from './history.js';
 import { healthResponse, readyResponse } from './ops.js';
 import { popPartitionParams, popQuery, popQueueParams, popResponse } from './pop.js';
 import { pushBody, pushResponse } from './push.js';
@@ -77,5 +78,6 @@ export const allRoutes: Record<string, RouteSpec> = {
   ...streamRoutes,
   ...kvRoutes,
   ...consoleRoutes,
+  ...historyRoutes,
   ...scheduleRoutes,
 };

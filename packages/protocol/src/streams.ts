@@ -186,6 +186,12 @@ export const cycleBody = z.object({
    * nothing: a window ending by then may still get messages.
    */
   flush_before: z.number().int().min(0).max(8.64e15).optional(),
+  /**
+   * Extension: late events of this cycle's batch, as the runner counted them
+   * (dropped, emitted alone or sent to a sink). The broker only adds it to
+   * the query's history (`late`); it changes nothing the cycle writes.
+   */
+  late: z.number().int().min(0).max(1_000_000).optional(),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
 }).refine((b) => b.flush_before === undefined || b.ack === null, { path: ['flush_before'], message: 'only on an idle flush (ack: null)' });

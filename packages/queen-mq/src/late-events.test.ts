@@ -70,6 +70,12 @@ describe('onLate: a queue', () => {
         ['2026-01-05T10:01:00.000Z', { count: 2, sum: 7 }],
       ]);
       expect(t.metrics().lateEventsTotal).toBe(2);
+      // The runner sends its late count with the cycle that judged them: the broker's history has them too.
+      await b.ctx.metrics.history.flush();
+      const history = await b.sql.query(`select coalesce(sum(h.late), 0)::int as late, coalesce(sum(h.messages_in), 0)::int as n
+           from queen.stream_history h join queen_streams.queries q on q.query_id = h.query_id where q.name = $1 and h.step = 60`,
+        [t.queryId],);
+      expect(history.rows).toEqual([{ late: 2, n: 5 }]);
       expect(t.errors).toEqual([]);
     } finally {
       await t.stop();

@@ -194,6 +194,7 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
   for (const [queue, n] of perQueue) {
     ctx.notifier.notify(queue);
     ctx.metrics.pushed.inc({ queue }, n);
+    ctx.metrics.history.add(queue, '', 'pushed', n);
   }
   const seen = new Set<string>();
   const results = (ids ?? taken.map((t) => t.id)).map((id, index) => {

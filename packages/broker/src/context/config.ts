@@ -37,6 +37,17 @@ export interface BrokerConfig {
    * docs/listing-totals.md). A recount runs only after a write.
    */
   listingTotalsMs: number;
+  /**
+   * QUEEN_HISTORY_FLUSH_MS: how often this broker adds the counts it gathered
+   * to the history (minute and hour buckets; default 10000; 0 = no history
+   * written by this broker). The samples of lag are taken once a minute by
+   * whichever broker flushes first after it.
+   */
+  historyFlushMs: number;
+  /** QUEEN_HISTORY_MINUTES_KEPT_H: hours the minute buckets are kept (default 24). */
+  historyMinutesKeptH: number;
+  /** QUEEN_HISTORY_HOURS_KEPT_D: days the hour buckets are kept (default 30). */
+  historyHoursKeptD: number;
   /** QUEEN_STATEMENT_TIMEOUT_MS: server-side bound of one ordinary statement (0 = none); a long-poll pop waits outside SQL. */
   statementTimeoutMs: number;
   /** QUEEN_SHUTDOWN_TIMEOUT_MS: how long SIGTERM/SIGINT may drain before the process exits anyway. */
@@ -183,6 +194,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): BrokerConfig {
     poolSize: int(env, 'QUEEN_DB_POOL_SIZE', 20),
     metricsTopN: int(env, 'QUEEN_METRICS_TOP_N', 100),
     listingTotalsMs: int(env, 'QUEEN_LISTING_TOTALS_MS', 1000),
+    historyFlushMs: int(env, 'QUEEN_HISTORY_FLUSH_MS', 10000),
+    historyMinutesKeptH: int(env, 'QUEEN_HISTORY_MINUTES_KEPT_H', 24),
+    historyHoursKeptD: int(env, 'QUEEN_HISTORY_HOURS_KEPT_D', 30),
     statementTimeoutMs: int(env, 'QUEEN_STATEMENT_TIMEOUT_MS', 30000),
     shutdownTimeoutMs: int(env, 'QUEEN_SHUTDOWN_TIMEOUT_MS', 25000),
     logLevel: env.QUEEN_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info',

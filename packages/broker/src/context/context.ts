@@ -100,7 +100,7 @@ export interface QueueFlags {
 export type TransactionKv = (client: pg.PoolClient, ops: TxnKvOp[], ctx: BrokerContext) => Promise<Record<string, unknown>[]>;
 
 /** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own two aside. */
-export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions'>;
+export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions' | 'history'>;
 
 /**
  * A maintenance task hooked into the pass (the timer catch-up, the KV's

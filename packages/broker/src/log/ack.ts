@@ -52,7 +52,7 @@ async function ackItems(ctx: BrokerContext, group: string, items: AckItem[]): Pr
   const acked = { answer: row.answer ?? runAnswerOf(run!, row), claimable: row.claimable };
   const results = ackResultsOf(items, acked.answer);
   ctx.totals.touch(items.map((i) => i.partitionId));
-  countAcks(ctx, items, results);
+  countAcks(ctx, group, items, results);
   // A released lease can make its partition poppable again for this group:
   // wake this broker's waiters of the group for it when PostgreSQL says a
   // pop could claim it now, or when a write to it was woken while the ack
@@ -87,7 +87,7 @@ function wakeAtRetry(room: WaitRoom, group: string, queue: string, partition: st
   timer.unref();
 }
 
-function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): void {
+function countAcks(ctx: BrokerContext, group: string, items: AckItem[], results: AckResult[]): void {
   const applied = new Map<string, number>();
   const dead = new Map<string, number>();
   results.forEach((r, i) => {
@@ -100,8 +100,12 @@ function countAcks(ctx: BrokerContext, items: AckItem[], results: AckResult[]): 
   for (const [key, n] of applied) {
     const [queue, status] = key.split('\u0000') as [string, string];
     m.acked.inc({ queue, status }, n);
+    m.history.addAck(queue, group, status, n);
   }
-  for (const [queue, n] of dead) m.deadLettered.inc({ queue }, n);
+  for (const [queue, n] of dead) {
+    m.deadLettered.inc({ queue }, n);
+    m.history.add(queue, group, 'dead', n);
+  }
 }
 
 export function ackRoutes(app: FastifyInstance, ctx: BrokerContext): void {

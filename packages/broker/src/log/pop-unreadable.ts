@@ -92,7 +92,10 @@ export async function readableRows<R extends ClaimedRow>(
   ]);
   const deadLettered = res[0]!.n;
   ctx.totals.touch(items.map((i) => i.partitionId));
-  if (deadLettered > 0) ctx.metrics.deadLettered.inc({ queue }, deadLettered);
+  if (deadLettered > 0) {
+    ctx.metrics.deadLettered.inc({ queue }, deadLettered);
+    ctx.metrics.history.add(queue, q.consumerGroup, 'dead', deadLettered);
+  }
   for (const [partitionId, p] of settled) {
     if (p.dead.length) {
       ctx.log.error(

@@ -123,6 +123,9 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
     dataOf = (_, i) => JSON.stringify(readable.data[i]) ?? 'null';
   }
   ctx.metrics.delivered.inc({ queue }, delivered.length);
+  ctx.metrics.history.add(queue, q.consumerGroup, 'popped', delivered.length);
+  // Consumed by the pop itself: no ack will count them.
+  if (q.autoAck) ctx.metrics.history.add(queue, q.consumerGroup, 'acked', delivered.length);
   const first = delivered[0]!;
   const body = renderMessages(delivered, dataOf, queue, wireLease, q.consumerGroup);
   return { kind: 'messages', count: delivered.length, more, body: popBody(queue, first.partition_name, first.partition_id, wireLease, q.consumerGroup, partitionCount(delivered), body) };

@@ -106,7 +106,10 @@ function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorRe
   const duplicate = new Map<string, number>();
   results.forEach((r, i) => tally(r.status === 'queued' ? queued : duplicate, items[i]!.queue));
   const m = ctx.metrics;
-  for (const [queue, n] of queued) m.pushed.inc({ queue }, n);
+  for (const [queue, n] of queued) {
+    m.pushed.inc({ queue }, n);
+    m.history.add(queue, '', 'pushed', n);
+  }
   for (const [queue, n] of duplicate) m.duplicates.inc({ queue }, n);
 }
 

@@ -48,8 +48,11 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
       // Timer targets' flags read (or cached) before the transaction holds any lock, as the pushes' are.
       if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
+      // The acks applied, for the history once the transaction committed.
+      let applied: { queue: string; group: string; status: string; dlq: boolean }[] = [];
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
+        applied = [];
         const kvResults = body.kv?.length ? await transactionKv!(client, body.kv, ctx).catch(asItemFailure) : [];
         const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
@@ -86,6 +89,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
             const { rows } = await client.query<{ answer: AckAnswer }>(TRANSACTION_ACK_SQL, [a.op.consumerGroup, JSON.stringify([item])]);
             const r = ackResultsOf([item], rows[0]!.answer)[0]!;
             if (!r.success) asItemFailure(new QueenError((r.code as ErrorCode | null) ?? 'MESSAGE_NOT_FOUND', r.error ?? undefined));
+            if (!r.alreadyAcked && r.queueName !== null) applied.push({ queue: r.queueName, group: a.op.consumerGroup, status: item.status, dlq: r.dlq });
             out[a.index] = { index: a.index, type: 'ack', success: true, transactionId: a.op.transactionId, error: null, dlq: r.dlq };
           }
         }
@@ -93,6 +97,12 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       });
       ctx.totals.touch([...rows.map((r) => r.partition_id), ...acks.map((a) => a.op.partitionId)]);
       for (const queue of new Set(pushes.map((p) => p.item.queue))) ctx.notifier.notify(queue);
+      const history = ctx.metrics.history;
+      for (const r of results) if (r?.type === 'push' && r.status === 'queued') history.add(r.queueName as string, '', 'pushed', 1);
+      for (const a of applied) {
+        history.addAck(a.queue, a.group, a.status, 1);
+        if (a.dlq) history.add(a.queue, a.group, 'dead', 1);
+      }
       return { transactionId, success: true, results, kvResults, timerResults };
     });
   } catch (err) {

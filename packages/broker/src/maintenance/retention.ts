@@ -12,7 +12,7 @@ export const RETENTION_SEGMENTS_PER_TRANSACTION = 4;
 /** Transaction-level advisory lock: one maintenance pass at a time across every replica. */
 const MAINTENANCE_LOCK = 7_163_265_004;
 
-export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers', 'state'];
+export const allMaintenanceTasks: MaintenanceTask[] = ['retention', 'partitions', 'kv', 'timers', 'state', 'history'];
 
 /**
  * One maintenance pass (PROTOCOL §3.9): retention drops whole segments by the
@@ -52,6 +52,7 @@ export async function runMaintenance(
     kv: { expiredPurged: 0 },
     timers: { fired: 0 },
     state: { expiredDeleted: 0 },
+    history: { rowsDeleted: 0 },
   };
   if (tasks.includes('retention')) {
     // One partition, a few segments, per transaction: a pass over a big
@@ -93,11 +94,23 @@ export async function runMaintenance(
     ctx.totals.touchQueues([...new Set(r.value.partitions.map(([queue]) => queue))]);
   }
   for (const task of allMaintenanceTasks) {
-    if (task === 'retention' || task === 'partitions' || !tasks.includes(task)) continue;
+    if (task === 'retention' || task === 'partitions' || task === 'history' || !tasks.includes(task)) continue;
     const run = ctx.hooks.maintenance[task] as MaintenanceTaskRunner | undefined;
     if (!run) continue;
     const r = await step((client) => run(client, ctx));
     if (r) (out as Record<HookedMaintenanceTask, unknown>)[task] = r.value;
+  }
+  if (tasks.includes('history')) {
+    // Before the state shards: their loop may end the pass early.
+    const r = await step(async (client) => {
+      const { rows } = await client.query<{ n: string }>('select queen.history_trim_v1($1::interval, $2::interval) as n', [
+        `${ctx.config.historyMinutesKeptH} hours`,
+        `${ctx.config.historyHoursKeptD} days`,
+      ]);
+      return Number(rows[0]!.n);
+    });
+    if (!r) return out;
+    out.history.rowsDeleted = r.value;
   }
   if (tasks.includes('state')) {
     // One transaction per (query, partition), under the locks a cycle takes (expired-state.ts).

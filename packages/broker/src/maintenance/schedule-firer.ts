@@ -106,7 +106,10 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
     out.fired += queued;
     out.targets.push({ queue: row.queue_name, partition: row.partition_name });
     out.written.push(items[0]!.partition_id);
-    if (queued) ctx.metrics.pushed.inc({ queue: row.queue_name }, queued);
+    if (queued) {
+      ctx.metrics.pushed.inc({ queue: row.queue_name }, queued);
+      ctx.metrics.history.add(row.queue_name, '', 'pushed', queued);
+    }
     if (results.length - queued) ctx.metrics.duplicates.inc({ queue: row.queue_name }, results.length - queued);
   }
   if (advance.length) {

@@ -41,6 +41,7 @@ describe('retention', () => {
       kv: { expiredPurged: 0 },
       timers: { fired: 0 },
       state: { expiredDeleted: 0 },
+      history: { rowsDeleted: 0 },
     });
     const q = uniqueName('tasks');
     await b.http('POST', '/api/v1/configure', { queue: q, options: { maxWaitTimeSeconds: 1 } });

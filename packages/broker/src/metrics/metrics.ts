@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Database } from '../db/database.js';
 import { TopCounter } from './top-counter.js';
+import { HistoryCounts } from './history.js';
 import { namedStreamCounts, StreamCounters, type NamedQueryCounts } from './stream-counters.js';
 
 /**
@@ -23,6 +24,8 @@ export interface BrokerMetrics {
   longPollWaiting: Gauge;
   /** Per-query stream cycle counts (cycle route), read by /streams/v1/counters and the queen_stream_query_* series. */
   streamQueries: StreamCounters;
+  /** This broker's counts for the history (history.ts), added to PostgreSQL in the background. */
+  history: HistoryCounts;
   timersFired: Counter;
   schedulesFired: Counter;
 }
@@ -118,7 +121,7 @@ const EVENT_LOOP_SAMPLE_MS = 100;
 interface MetricsSources {
   db: Database;
   log: Logger;
-  config: { metricsTopN: number };
+  config: { metricsTopN: number; historyFlushMs: number };
   totals: {
     /** Counts this broker's own writes before a gauge reads the totals. */
     settle(): Promise<void>;
@@ -214,6 +217,7 @@ export function createMetrics(ctx: MetricsSources): BrokerMetrics {
     leaseExpired: new TopCounter({ name: 'queen_lease_expired_total', help: 'Expired leases found and released by pops', labelNames: ['queue'], registers, topN }),
     longPollWaiting: new Gauge({ name: 'queen_long_poll_waiting', help: 'Pops parked in a long-poll right now', registers }),
     streamQueries,
+    history: new HistoryCounts(ctx),
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
     schedulesFired: new Counter({ name: 'queen_schedule_fires_total', help: 'Schedule fire times pushed to their queue by this broker', registers }),
   };

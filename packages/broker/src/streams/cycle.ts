@@ -3,6 +3,7 @@ import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type
 import { Counter } from 'prom-client';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
+import { tally } from '../metrics/metrics.js';
 import { allocatorItems, partitionsByQueue } from '../log/push.js';
 import type { AllocatorItem } from '../sql/queen.log_append_v1.js';
 import { CYCLE_AT_VERSION_SQL, CYCLE_SQL, type CycleRow, type SinkAnswer } from '../sql/queen.log_streams_cycle_v1.js';
@@ -43,7 +44,7 @@ function failureText(body: CycleBody, result: CycleResult, code: ErrorCode): str
  * transaction), so the procedure only takes append locks. Element outcomes,
  * failures included, are answers, not errors.
  */
-async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null): Promise<CycleResult> {
+async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string | null, sinkQueues: Map<string, number>): Promise<CycleResult> {
   const { result, sinkItems } = await ctx.partitions.retrying(async () => {
     // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
     const sinkItems = body.push_items.length > 0 ? await allocatorItems(ctx, body.push_items) : [];
@@ -81,6 +82,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
   const answer = result.push_results as unknown as SinkAnswer | CycleResult['push_results'];
   // A failed element answers [] (nothing stored); else the items stored, once, for the counts and the wake-up.
   const stored = Array.isArray(answer) ? [] : body.push_items.filter((_, i) => answer.status[i] === 'queued');
+  for (const item of stored) tally(sinkQueues, item.queue);
   result.push_counts = { queued: stored.length, duplicate: Array.isArray(answer) ? 0 : answer.status.length - stored.length };
   result.push_results = pushResultsAsked(body, sinkItems, answer, result.push_counts.duplicate);
   if (!result.success && isErrorCode(result.code)) result.error = failureText(body, result, result.code);
@@ -98,15 +100,19 @@ export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): voi
   const perQuery = ctx.metrics.streamQueries;
   registerRoute(app, streamRoutes.streamsCycle, async ({ body, request }) => {
     let result: CycleResult;
+    // The sink messages stored, per queue, for the history.
+    const sinkQueues = new Map<string, number>();
     try {
-      result = await runCycle(ctx, body, request.principal?.subject ?? null);
+      result = await runCycle(ctx, body, request.principal?.subject ?? null, sinkQueues);
     } catch (err) {
       // Database errors arrive translated (DB_UNAVAILABLE); anything else answers 500.
       perQuery.recordError(body.query_id, err instanceof QueenError ? err.code : 'INTERNAL_ERROR');
+      ctx.metrics.history.cycleError(body.query_id);
       throw err;
     }
     cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : 'failure' });
     perQuery.recordResult(body, result);
+    ctx.metrics.history.cycle(body, result, sinkQueues);
     return result;
   });
 }

@@ -1,4 +1,4 @@
-import type { AccessLevel, adminRoutes, consoleRoutes, kvRoutes, routes, scheduleRoutes, streamRoutes, z } from '@queen-mq/protocol';
+import type { AccessLevel, adminRoutes, consoleRoutes, historyRoutes, kvRoutes, routes, scheduleRoutes, streamRoutes, z } from '@queen-mq/protocol';
 import { routePath } from '@queen-mq/protocol/paths';
 
 /** One route of the protocol table as build.mjs baked it in: the page writes no URL or level itself. */
@@ -8,7 +8,7 @@ interface RouteRef {
   level: AccessLevel;
 }
 
-type RouteTable = typeof routes & typeof adminRoutes & typeof streamRoutes & typeof kvRoutes & typeof consoleRoutes & typeof scheduleRoutes;
+type RouteTable = typeof routes & typeof adminRoutes & typeof streamRoutes & typeof kvRoutes & typeof consoleRoutes & typeof scheduleRoutes & typeof historyRoutes;
 type RouteName = keyof RouteTable;
 
 /** What route `N` answers: its response schema's output, as the protocol writes it (never restated here). */

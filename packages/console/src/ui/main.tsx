@@ -4,6 +4,7 @@ import { ApiError, call, getToken, setToken } from './api.js';
 import { ErrorBox, usePoll } from './components.js';
 import { DlqPage } from './dlq.js';
 import { GroupPage, GroupsPage } from './groups.js';
+import { OverviewPage } from './history.js';
 import { KvPage } from './kv.js';
 import { QueuePage, QueuesPage } from './queues.js';
 import { SchedulesPage } from './schedules.js';
@@ -11,6 +12,7 @@ import { href, useLocation } from './router.js';
 import { StreamPage, StreamsPage } from './streams.js';
 
 const SECTIONS = [
+  ['overview', 'Overview'],
   ['queues', 'Queues'],
   ['groups', 'Consumer groups'],
   ['dlq', 'DLQ'],
@@ -53,7 +55,8 @@ function App() {
   const level = session.data?.level;
   let page = null;
   if (level) {
-    if (section === 'queues') page = name ? <QueuePage name={name} query={loc.query} /> : <QueuesPage />;
+    if (section === 'overview') page = <OverviewPage />;
+    else if (section === 'queues') page = name ? <QueuePage name={name} query={loc.query} /> : <QueuesPage />;
     else if (section === 'groups') page = name ? <GroupPage name={name} level={level} /> : <GroupsPage />;
     else if (section === 'dlq') page = <DlqPage level={level} query={loc.query} />;
     else if (section === 'streams') page = name ? <StreamPage name={name} level={level} /> : <StreamsPage />;

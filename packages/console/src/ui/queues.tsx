@@ -1,6 +1,7 @@
 import { useRef, useState } from 'preact/hooks';
 import { call } from './api.js';
 import { duration, ErrorBox, Json, Pager, preview, SearchBox, Section, time, usePoll } from './components.js';
+import { QueueHistory } from './history.js';
 import { href, navigate } from './router.js';
 
 const PAGE = 100;
@@ -121,6 +122,7 @@ export function QueuePage({ name, query }: { name: string; query: URLSearchParam
         <a href={href('queues')}>Queues</a> / {name}
       </h2>
       <ErrorBox error={detail.error} />
+      <QueueHistory name={name} />
       {detail.data ? (
         <Section title={`Partitions (${detail.data.partitionCount})`}>
           <table data-testid="partitions">

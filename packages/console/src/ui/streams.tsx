@@ -2,6 +2,7 @@ import type { AccessLevel, StreamCounters } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
 import { confirmed, duration, ErrorBox, Json, preview, Section, time, usePoll } from './components.js';
+import { StreamHistory } from './history.js';
 import { href, navigate } from './router.js';
 
 /** Open windows refresh this often: they change with every cycle. */
@@ -109,6 +110,7 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
       </h2>
       <ErrorBox error={parts.error} />
       <ErrorBox error={actionError} />
+      <StreamHistory name={name} />
       {parts.data ? (
         <Section title={`Source partitions of ${parts.data.source_queue} (group ${parts.data.consumer_group})`}>
           <table data-testid="stream-partitions">

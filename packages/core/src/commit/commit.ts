@@ -52,6 +52,8 @@ export interface Commit {
   messages: number;
   /** Window emits or per-message outputs handed to the sink. */
   emits: number;
+  /** Late events of the batch (sent with the cycle for the broker's history; counted in lateEventsTotal on commit). */
+  late?: number;
   /** A window cycle's or flush's emits by their items' transactionIds: one answered `duplicate` is reported (reemit-report.ts). */
   windowEmits?: EmitsByTransactionId;
   /** Runs on success before the counters and the event (shape-specific bookkeeping). */
@@ -100,6 +102,7 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
       ...(!c.ack && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
       ...(rt.version ? { version: rt.version } : {}),
+      ...(c.late ? { late: c.late } : {}),
     }),
   );
   if (res.success) {

@@ -49,6 +49,7 @@ export async function windowCycle(rt: RunnerContext, batch: PartitionBatch, opts
       releaseLease: opts.releaseLease,
       messages: batch.messages.length,
       emits: fold.emits.length,
+      late: fold.lateDropped,
       windowEmits: byTransactionId,
       onCommitted(res) {
         if (read.whole) carryRows(rt, batch.partitionId, last.offset, read.whole, fold.stateOps, new Map(res.state_results.map((r) => [r.key, r.version])));
