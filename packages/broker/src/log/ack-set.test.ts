@@ -5,9 +5,9 @@ import { runAnswerOf, runOf } from './ack.js';
 import { ACK_SQL, ackParams, type AckCall, type AckRow } from '../sql/queen.log_ack_v2.js';
 
 // queen.log_ack_v2 answers the common request (every item completed, inside
-// its lease) with one cursor move per partition, and falls through to its
-// item-by-item walk for everything else (p_walk takes a request straight
-// there). Both must agree to the letter: here random requests run through
+// its lease) with one cursor move per partition (queen.log_ack_completed_v1),
+// and falls through to the item-by-item walk (queen.log_ack_walk_v1) for
+// everything else. Both must agree to the letter: here random requests run through
 // each, from the same state, in transactions rolled back, and the answers
 // (the compact one expanded as the broker does) and cursor rows are
 // compared. The ack of one pop's run (the function's arrays) must agree with
@@ -30,15 +30,17 @@ const cursorRows = (c: { query: typeof b.sql.query }, group: string) =>
              from queen.cursors where consumer_group = $1 order by partition_id`, [group]);
 
 /**
- * `items` acked by queen.log_ack_v2 as jsonb (straight to the walk with
- * `walk`), rolled back: the answer expanded, the cursors after it, and
+ * `items` acked by queen.log_ack_v2 as jsonb (by queen.log_ack_walk_v1
+ * alone with `walk`), rolled back: the answer expanded, the cursors after it, and
  * whether the walk answered (per-item results, not the compact form).
  */
 async function run(walk: boolean, group: string, items: { transactionId: string; partitionId: string }[]) {
   const c = await b.sql.connect();
   try {
     await c.query('begin');
-    const r = await c.query('select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null, $3)', [group, JSON.stringify(items), walk]);
+    const r = walk
+      ? await c.query('select queen.log_ack_walk_v1($1, $2::jsonb) as r', [group, JSON.stringify(items)])
+      : await c.query('select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null)', [group, JSON.stringify(items)]);
     const cursors = await cursorRows(c, group);
     await c.query('rollback');
     return { answer: ackResultsOf(items, r.rows[0].r), cursors: cursors.rows, walked: Array.isArray(r.rows[0].r) };
