@@ -121,7 +121,7 @@ const files = () =>
 export function countSqlFunctions() {
   const defs = new Map();
   for (const { path, rel } of files()) {
-    if (/\.test\.[a-z]+$/.test(path)) continue;
+    if (TEST.test(rel)) continue;
     for (const d of definitionsIn(readFileSync(path, 'utf8'))) {
       if (!defs.has(d.fn)) defs.set(d.fn, []);
       defs.get(d.fn).push(`${rel}:${d.line}`);

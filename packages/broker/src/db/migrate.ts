@@ -183,10 +183,13 @@ async function applyMigrations(client: pg.PoolClient, source: MigrationSource): 
  * broker reading the functions sees the old set or the new one. Bodies are
  * not checked at create time (check_function_bodies off), so a SQL-language
  * function may name one whose file comes later in name order; the drift test
- * (sql-functions.test.ts) runs every function file against a migrated
- * database. A file whose function changes its arguments or its result needs
- * a migration that drops the old one: `create or replace` cannot change
- * either and would leave the old signature behind.
+ * (packages/broker-composition/src/sql-layout.test.ts) runs every function
+ * file against a migrated database, and applies each twice on one that has
+ * it. A file is applied again whenever it changes, so it says `create or
+ * replace` (scripts/sql-function-count.mjs refuses a plain `create
+ * function`). A file whose function changes its arguments or its result
+ * needs a migration that drops the old one: `create or replace` cannot
+ * change either and would leave the old signature behind.
  */
 async function applyFunctions(client: pg.PoolClient, source: MigrationSource): Promise<string[]> {
   const list = await functionFiles(source);

@@ -9,6 +9,7 @@ import { allocatorItems, appendStatement } from './push.js';
 import { scheduleTimers } from '../maintenance/timers.js';
 import { TRANSACTION_ACK_SQL } from '../sql/queen.log_ack_v2.js';
 import type { AllocatorResult } from '../sql/queen.log_append_v1.js';
+import { LOCK_CURSORS_SQL } from '../sql/queen.log_lock_cursors_v1.js';
 
 /**
  * Applies the `kv` array of a transaction (the KV plugin's, when it is
@@ -61,7 +62,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       const rows = pushes.length ? await allocatorItems(ctx, pushes.map((p) => p.item)) : [];
       // Cursor rows of existing partitions are created before the main transaction too (§4),
       // so it never inserts under a partition lock it does not already hold.
-      if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+      if (acks.length) await ctx.db.query(LOCK_CURSORS_SQL, [cursorTargets]);
       // Timer targets' flags read (or cached) before the transaction holds any lock, as the pushes' are.
       if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
@@ -89,7 +90,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
           });
         }
         if (acks.length) {
-          await client.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+          await client.query(LOCK_CURSORS_SQL, [cursorTargets]);
           for (const a of acks) {
             const item = {
               idx: 0,
