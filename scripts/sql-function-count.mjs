@@ -15,7 +15,10 @@
 // 3. Every function is on a path the product runs: named by the packages' or
 //    apps' source (tests, benches and comments aside), by a migration (a
 //    column default, say), or by a function so named. One that nothing calls
-//    is dead SQL: remove its file and drop it in a migration.
+//    is dead SQL: remove its file and drop it in a migration. The exception
+//    is a shim kept for the brokers of the previous release during a rolling
+//    upgrade (docs/operations.md): its file says `-- shim for release X.Y.Z`,
+//    and the test holds X.Y.Z to one of the last two releases.
 //
 // `node scripts/sql-function-count.mjs` prints every function with its count
 // and where it is defined, then what checks 2 and 3 found, and exits 1 when
@@ -37,6 +40,8 @@ const FUNCTION_FILE = /^packages\/[a-z-]+\/src\/sql\/[a-z_]+\.[a-z_0-9]+\.sql$/;
 /** Where the product's code lives: what it names is called. */
 const PRODUCT = /^(packages|apps)\//;
 const TEST = /\.test\.[a-z]+$|(^|\/)(test|tests|__tests__|fixtures)\//;
+/** A function file's mark of a shim: kept for the brokers of that release. */
+const SHIM = /^-- shim for release (\d+\.\d+\.\d+)\b/m;
 /** `schema.name`, a possible call of a function. */
 const REFERENCE = /\b(queen|queen_streams|kv)\s*\.\s*"?([a-z_][a-z_0-9]*)"?/gi;
 
@@ -162,17 +167,23 @@ export function uncalledFunctions({ functions, roots }) {
   return [...functions.keys()].filter((n) => !reached.has(n)).sort();
 }
 
-/** The repository's call graph: each src/sql function → what its file calls, and what the product's other code names. */
+/** The repository's call graph: each src/sql function → what its file calls, and what the product's other code names (shims included, by release). */
 export function callGraph() {
   const functions = new Map();
   const roots = new Set();
+  const shims = new Map();
   for (const { path, rel } of files()) {
     if (!PRODUCT.test(rel) || TEST.test(rel)) continue;
     const text = readFileSync(path, 'utf8');
     const isSql = rel.endsWith('.sql');
     if (FUNCTION_FILE.test(rel)) {
       const refs = referencesIn(text, true);
+      const shim = SHIM.exec(text);
       for (const d of definitionsIn(text)) {
+        if (shim) {
+          shims.set(d.name, shim[1]);
+          roots.add(d.name);
+        }
         const own = new Set([...refs].filter((r) => r !== d.name));
         functions.set(d.name, new Set([...(functions.get(d.name) ?? []), ...own]));
       }
@@ -180,7 +191,7 @@ export function callGraph() {
       for (const r of referencesIn(text, isSql)) roots.add(r);
     }
   }
-  return { functions, roots };
+  return { functions, roots, shims };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -194,6 +205,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     console.log(`${list.length} functions, ${list.reduce((n, f) => n + f.count, 0)} definitions; ${over.length} defined more than once`);
     for (const at of plain) console.log(`plain create function (say create or replace): ${at}`);
     for (const fn of uncalled) console.log(`called by nothing the product runs: ${fn}`);
+    for (const [fn, release] of callGraph().shims) console.log(`shim for the brokers of release ${release}: ${fn}`);
     console.log(`${plain.length} plain create function; ${uncalled.length} called by nothing`);
   }
   process.exitCode = list.some((f) => f.count !== 1) || plain.length || uncalled.length ? 1 : 0;

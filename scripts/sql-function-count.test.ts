@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 // plain JavaScript: also run by node
 import { callGraph, countSqlFunctions, plainCreates, plainCreatesIn, referencesIn, uncalledFunctions } from './sql-function-count.mjs';
@@ -8,7 +9,10 @@ import { callGraph, countSqlFunctions, plainCreates, plainCreatesIn, referencesI
 // something the product runs calls. A change to a function is an edit of
 // that file, never a restatement in a migration.
 
-type Graph = { functions: Map<string, Set<string>>; roots: Set<string> };
+type Graph = { functions: Map<string, Set<string>>; roots: Set<string>; shims: Map<string, string> };
+
+/** The broker's releases, oldest first, as its migrations/RELEASED names them. */
+const releases = () => [...readFileSync(new URL('../packages/broker/migrations/RELEASED', import.meta.url), 'utf8').matchAll(/^# release (\S+)$/gm)].map((m) => m[1]!);
 
 describe('SQL function definitions', () => {
   it('every function of queen, queen_streams and kv is defined exactly once, in src/sql', () => {
@@ -36,6 +40,13 @@ describe('SQL function definitions', () => {
     const graph = callGraph() as Graph;
     expect(graph.functions.size).toBeGreaterThan(40);
     expect(uncalledFunctions(graph)).toEqual([]);
+  });
+
+  it('a shim lives for the brokers of one of the last two releases only (the rolling-upgrade rule)', () => {
+    const last = releases().slice(-2);
+    expect(last.length).toBeGreaterThan(0);
+    const stale = [...(callGraph() as Graph).shims].filter(([, release]) => !last.includes(release));
+    expect(stale.map(([fn, release]) => `${fn}: shim for release ${release}, older than ${last.join(' and ')}: drop it`)).toEqual([]);
   });
 
   it('the check sees a function nothing calls, one called only by such a function, and ignores comments, drops and tests', () => {

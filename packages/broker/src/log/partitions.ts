@@ -1,4 +1,5 @@
 import type { Database } from '../db/database.js';
+import { ENSURE_PARTITIONS_SQL, type EnsuredPartitionRow } from '../sql/queen.ensure_partitions_v1.js';
 import { ClockCache } from './clock-cache.js';
 
 const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;
@@ -56,10 +57,7 @@ export class PartitionDirectory {
       else missing.set(k, t);
     }
     if (missing.size) {
-      const { rows } = await this.db.query<{ queue_name: string; partition_name: string; partition_id: string }>(
-        'select * from queen.ensure_partitions_v1($1::jsonb)',
-        [JSON.stringify([...missing.values()])],
-      );
+      const { rows } = await this.db.query<EnsuredPartitionRow>(ENSURE_PARTITIONS_SQL, [JSON.stringify([...missing.values()])]);
       for (const r of rows) {
         const k = key(r.queue_name, r.partition_name);
         this.cache.set(k, r.partition_id);
