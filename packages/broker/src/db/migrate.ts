@@ -38,7 +38,7 @@ export async function expectedVersion(source: MigrationSource): Promise<number> 
   return list.length ? list[list.length - 1]!.number : 0;
 }
 
-/** The function files of a source, by name (`queen.log_ack_v1.sql`), in name order. */
+/** The function files of a source, by name (`queen.log_ack_v2.sql`), in name order. */
 export async function functionFiles(source: MigrationSource): Promise<{ name: string; path: string }[]> {
   if (!source.functions) return [];
   const names = (await readdir(source.functions)).filter((f) => /^[a-z_]+\.[a-z_0-9]+\.sql$/.test(f)).sort();
@@ -99,7 +99,7 @@ export class MigrationChangedError extends Error {
  * on one database do not race: the first does the work, the others wait for
  * the lock and then find nothing to do. Every applied migration's checksum is
  * compared with its file first (MigrationChangedError). Answers the names
- * applied (`broker/001_log.sql`, `broker/functions/queen.log_ack_v1.sql`).
+ * applied (`broker/001_log.sql`, `broker/functions/queen.log_ack_v2.sql`).
  */
 export async function migrate(pool: pg.Pool, sources: MigrationSource[]): Promise<string[]> {
   const client = await pool.connect();

@@ -40,7 +40,7 @@ begin
   -- resolves the request's push_items into sink_items (partitions ensured
   -- first, in their own transaction); an element that still carries
   -- push_items came from elsewhere and would lose its pushes: refused.
-  if p_el ? 'push_items' and jsonb_array_length(p_el->'push_items') > 0 then
+  if coalesce(p_el->'push_items', '[]'::jsonb) not in ('[]'::jsonb, 'null'::jsonb) then
     raise exception 'a cycle element carries sink_items (partition ids), not push_items' using errcode = '22023';
   end if;
   if p_el ? 'sink_items' then
