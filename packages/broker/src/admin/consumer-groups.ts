@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { DELETE_GROUP_OF_QUEUE_SQL, DELETE_GROUP_SQL, type DeleteGroupRow } from '../sql/queen.log_delete_group_v1.js';
 import { NAME_MATCHES } from './listing-search.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, QueenError } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { SEEK_SQL, type SeekRow } from '../sql/queen.log_seek_v1.js';
 

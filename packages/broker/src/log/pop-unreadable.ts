@@ -1,5 +1,5 @@
 import { QueenError, type PopQuery } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { POP_DEAD_LETTER_SQL, type PopDeadLetterItem, type PopDeadLetterRow } from '../sql/queen.log_pop_dead_letter_v1.js';
 import { tryReadPayload, type UnreadableReason } from './encryption.js';
 

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
+import type { ListingTotals } from '../context/context.js';
 import type { Database } from '../db/database.js';
 import { LISTING_TOTALS_REFRESH_SQL } from '../sql/queen.listing_totals_refresh_v1.js';
 
@@ -51,7 +52,7 @@ const QUEUE_PARTITIONS_SQL = `select p.id from queen.partitions p join queen.que
  *   counted whole when it is first written or listed.
  * docs/listing-totals.md has the whole account.
  */
-export class ListingTotals {
+export class ListingTotalsKeeper implements ListingTotals {
   private partitions = new Set<string>();
   /** Partitions of queues recounted whole, a slice a pass. */
   private background = new Set<string>();
