@@ -1,11 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { brokerMigrations, checksumOf, functionFiles, migrate, type MigrationSource } from '@queen-mq/broker';
+import { brokerMigrations, checksumList, checksumOf, functionFiles, migrate, type MigrationSource } from '@queen-mq/broker';
 import { freshDatabase, startTestBroker, type TestBroker } from '@queen-mq/testing';
 import { brokerComposition } from './index.js';
 
@@ -15,8 +14,8 @@ import { brokerComposition } from './index.js';
 // a migrated database to that view: each function is what its file says and
 // no other exists; the schema is the committed snapshot; and a database built
 // by the migrations as they were before the functions moved out of them
-// (main at af5385a) upgrades to the same functions and schema, its data
-// intact.
+// (main at af5385a, kept in fixtures/) upgrades to the same functions and
+// schema, its data intact.
 
 const sources: MigrationSource[] = [brokerMigrations, ...brokerComposition().migrations];
 const SCHEMAS = ['queen', 'queen_streams', 'kv'];
@@ -60,6 +59,37 @@ async function functionsFromFiles(db: pg.Pool): Promise<Map<string, string>> {
     await client.query('rollback');
     client.release();
   }
+}
+
+/**
+ * The function files that cannot be applied on a database that already has
+ * their functions, as the runner does whenever a file changes: each file run
+ * twice, under a savepoint, in a transaction rolled back. Answers
+ * `name: error` for each that failed.
+ */
+async function notReapplicable(db: pg.Pool, files: { name: string; path: string }[]): Promise<string[]> {
+  const client = await db.connect();
+  const failed: string[] = [];
+  try {
+    await client.query('begin');
+    await client.query('set local check_function_bodies = off');
+    for (const file of files) {
+      const sql = await readFile(file.path, 'utf8');
+      await client.query('savepoint file');
+      try {
+        await client.query(sql);
+        await client.query(sql);
+        await client.query('release savepoint file');
+      } catch (err) {
+        failed.push(`${file.name}: ${(err as Error).message}`);
+        await client.query('rollback to savepoint file');
+      }
+    }
+  } finally {
+    await client.query('rollback');
+    client.release();
+  }
+  return failed;
 }
 
 /**
@@ -130,6 +160,25 @@ describe('a freshly migrated database', () => {
     expect(await migrate(b.sql, sources)).toEqual([]);
   });
 
+  it('applies each function file again, twice, on a database that has its function', async () => {
+    const files: { name: string; path: string }[] = [];
+    for (const source of sources) files.push(...(await functionFiles(source)));
+    expect(files.length).toBeGreaterThan(40);
+    expect(await notReapplicable(b.sql, files)).toEqual([]);
+    // The check fails on a file that cannot: a plain create of a function the database has.
+    const dir = await mkdtemp(join(tmpdir(), 'queen-reapply-'));
+    try {
+      const path = join(dir, 'queen.iso.sql');
+      const iso = await readFile(join(sources[0]!.functions!, 'queen.iso.sql'), 'utf8');
+      expect(iso).toMatch(/create or replace function/);
+      await writeFile(path, iso.replace(/create or replace function/i, 'create function'));
+      expect(await notReapplicable(b.sql, [{ name: 'queen.iso.sql', path }])).toEqual([expect.stringMatching(/^queen\.iso\.sql: function "iso" already exists/)]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    expect(await functionsFromFiles(b.sql)).toEqual(await functionDefinitions(b.sql));
+  });
+
   it('matches the committed schema snapshot (schema.sql)', async () => {
     await expect(await schemaSnapshot(b.sql)).toMatchFileSnapshot(SNAPSHOT);
   });
@@ -159,20 +208,20 @@ describe('a freshly migrated database', () => {
   });
 });
 
-/** The repository's root, for `git show`. */
-const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: dirname(fileURLToPath(import.meta.url)), encoding: 'utf8' }).trim();
-
-/** A source's migration folder as it was at `commit`, written to `dir`. */
-async function migrationsAt(commit: string, source: MigrationSource, dir: string): Promise<MigrationSource> {
-  const folder = source.dir.slice(root.length + 1);
-  const names = execFileSync('git', ['ls-tree', '--name-only', `${commit}:${folder}`], { cwd: root, encoding: 'utf8' })
-    .split('\n')
-    .filter((n) => /^\d+_.*\.sql$/.test(n));
-  for (const name of names) await writeFile(join(dir, name), execFileSync('git', ['show', `${commit}:${folder}/${name}`], { cwd: root, encoding: 'utf8' }));
+/**
+ * A source's migration folder as it was at BEFORE, kept under
+ * fixtures/migrations-<commit>/<owner> (a shallow clone has no history to
+ * read it from). Each file is the text REWRITTEN lists for it.
+ */
+async function migrationsBefore(source: MigrationSource): Promise<MigrationSource> {
+  const dir = fileURLToPath(new URL(`../fixtures/migrations-${BEFORE}/${source.owner}`, import.meta.url));
+  const rewritten = await checksumList(source, 'REWRITTEN');
+  const names = (await readdir(dir)).filter((n) => /^\d+_.*\.sql$/.test(n)).sort();
+  expect(names).toEqual([...rewritten.keys()].sort());
+  for (const name of names) expect(checksumOf(await readFile(join(dir, name), 'utf8')), `${source.owner}/${name}`).toBe(rewritten.get(name));
   return { owner: source.owner, dir };
 }
 
-/** Every row of our tables, as text, by table (the runner's own bookkeeping aside). */
 /** Every row of every table of our schemas (as jsonb objects: a column a later migration added is one more key). */
 async function tableContents(db: Queryable): Promise<Record<string, Record<string, unknown>[]>> {
   const { rows: tables } = await db.query<{ t: string }>(
@@ -188,7 +237,6 @@ async function tableContents(db: Queryable): Promise<Record<string, Record<strin
 describe(`a database migrated by main as of ${BEFORE}`, () => {
   let url: string;
   let old: pg.Pool;
-  let dirs: string[] = [];
   let b: TestBroker | undefined;
   beforeAll(async () => {
     url = await freshDatabase();
@@ -198,16 +246,11 @@ describe(`a database migrated by main as of ${BEFORE}`, () => {
   afterAll(async () => {
     await b?.stop();
     await old?.end();
-    for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
   it('upgrades to the functions of the files and the committed schema, its data intact, and serves it', async () => {
     const before: MigrationSource[] = [];
-    for (const source of sources) {
-      const dir = await mkdtemp(join(tmpdir(), `queen-${source.owner}-${BEFORE}-`));
-      dirs.push(dir);
-      before.push(await migrationsAt(BEFORE, source, dir));
-    }
+    for (const source of sources) before.push(await migrationsBefore(source));
     expect(await migrate(old, before)).toContain('broker/018_ack_run.sql');
 
     // Data written by the functions as they were then: a queue, messages, an ack, a KV key.

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -19,7 +20,8 @@ import { scheduleService } from './maintenance/schedule-firer.js';
 import { timerService } from './maintenance/timers.js';
 import { historyService } from './maintenance/history-writer.js';
 
-const VERSION = '0.1.0';
+/** The broker's version, its package.json's (one level above src/ and dist/ alike): what /health and the OpenAPI document report. */
+const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
 export interface BrokerOptions {
   config?: Partial<BrokerConfig>;

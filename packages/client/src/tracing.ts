@@ -21,7 +21,7 @@ import {
 // outright, so tracing off costs one check per call.
 
 /** The instrumentation scope of the client's spans (and of @queen-mq/core's, which use these helpers). */
-const tracer = trace.getTracer('@queen-mq/client', '0.1.0');
+const tracer = trace.getTracer('@queen-mq/client', '0.2.0');
 
 // The global proxy's delegate while no SDK has registered a provider.
 const NOOP_PROVIDER = new ProxyTracerProvider().getDelegate();

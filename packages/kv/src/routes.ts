@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { registerRoute, type BrokerContext } from '@queen-mq/broker';
 import { kvRoutes, QueenError, type KvIncrResult, type KvPutResult } from '@queen-mq/protocol';
-import { applyKvOps, getEntry, listNamespaces, listEntries, type AppliedOp, type KvWireOp } from './store.js';
+import { applyKvOps, getEntry, listNamespaces, listEntries, type KvWireOp } from './store.js';
+import type { AppliedOp } from './sql/queen.kv_apply_v1.js';
 import type { KvMetrics } from './metrics.js';
 
 /** One op in a transaction of its own; a failing op answers its catalogue error (409). */

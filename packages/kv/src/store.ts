@@ -1,24 +1,12 @@
 import type pg from 'pg';
 import type { Database } from '@queen-mq/broker';
-import { QueenError, type ErrorCode, type KvEntry, type KvListQuery, type KvNamespacesQuery, type KvOpResult, type TxnKvOp } from '@queen-mq/protocol';
+import { QueenError, type KvEntry, type KvListQuery, type KvNamespacesQuery, type TxnKvOp } from '@queen-mq/protocol';
+import { KV_APPLY_SQL, type AppliedOp, type KvApplyRow } from './sql/queen.kv_apply_v1.js';
+import { KV_PURGE_EXPIRED_SQL, type KvPurgeExpiredRow } from './sql/queen.kv_purge_expired_v1.js';
 
 // The KV's SQL, one function per operation. Writes all go through
 // queen.kv_apply_v1 (src/sql/queen.kv_apply_v1.sql), which takes the rank-1 locks of
 // PROTOCOL §4 up front and applies the ops in array order.
-
-/**
- * What queen.kv_apply_v1 answers per op: a transaction's kvResults entry plus
- * what the single-op routes also return (the routes pick their fields).
- */
-export interface AppliedOp extends KvOpResult {
-  created?: boolean;
-  expiresAt?: string | null;
-  updatedAt?: string;
-}
-
-type ApplyAnswer =
-  | { ok: true; results: AppliedOp[] }
-  | { ok: false; index: number; code: ErrorCode; currentVersion?: number };
 
 /** An op as the SQL reads it: validated, defaults applied, absent fields omitted. */
 export type KvWireOp = TxnKvOp | { op: 'set'; namespace: string; key: string; value: unknown; ttlSeconds?: number; expectedVersion?: number };
@@ -31,7 +19,7 @@ export type KvWireOp = TxnKvOp | { op: 'set'; namespace: string; key: string; va
  * transaction helpers do that on any throw).
  */
 export async function applyKvOps(client: pg.PoolClient, ops: KvWireOp[]): Promise<AppliedOp[]> {
-  const { rows } = await client.query<{ r: ApplyAnswer }>('select queen.kv_apply_v1($1::jsonb) as r', [JSON.stringify(ops)]);
+  const { rows } = await client.query<KvApplyRow>(KV_APPLY_SQL, [JSON.stringify(ops)]);
   const r = rows[0]!.r;
   if (!r.ok) {
     const op = ops[r.index]!;
@@ -104,6 +92,6 @@ export async function listNamespaces(db: Database, q: KvNamespacesQuery) {
 
 /** Deletes expired rows (rows a writer holds are left for the next pass). */
 export async function purgeExpired(client: pg.PoolClient): Promise<number> {
-  const { rows } = await client.query<{ n: number }>('select queen.kv_purge_expired_v1() as n');
+  const { rows } = await client.query<KvPurgeExpiredRow>(KV_PURGE_EXPIRED_SQL);
   return rows[0]!.n;
 }

@@ -13,11 +13,9 @@ interface PushedItem {
  * allocator answers only what the caller cannot know (status, message id,
  * offset); everything else is the caller's own input: the transactionId is
  * the item's, else the message id; a duplicate carries no trace_id (the
- * stored message's is not the caller's). SQL callers of the cycle function
- * get the same shape from queen_streams.push_results_v1 (migration 008),
- * held equal to this one by the broker's push-results.test.ts. Here, not in
- * the broker, because @queen-mq/pg answers the same results for a push made
- * inside an application's own transaction.
+ * stored message's is not the caller's). Here, not in the broker, because
+ * @queen-mq/pg answers the same results for a push made inside an
+ * application's own transaction.
  */
 export function pushResultOf(
   index: number,

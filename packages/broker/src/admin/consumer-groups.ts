@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { adminRoutes } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
+import { DELETE_GROUP_OF_QUEUE_SQL, DELETE_GROUP_SQL, type DeleteGroupRow } from '../sql/queen.log_delete_group_v1.js';
 import { NAME_MATCHES } from './listing-search.js';
 
 /** A group is Dead when it has lag and acked nothing for this long (PROTOCOL §5.9). */
@@ -101,13 +102,10 @@ async function deleteGroup(ctx: BrokerContext, group: string, queue: string | nu
   );
   let deleted = 0;
   if (queue === null) {
-    const { rows } = await ctx.db.query<{ n: number }>('select queen.log_delete_group_v1($1, null, $2) as n', [group, deleteMetadata]);
+    const { rows } = await ctx.db.query<DeleteGroupRow>(DELETE_GROUP_SQL, [group, deleteMetadata]);
     deleted = rows[0]!.n;
   } else {
-    const { rows } = await ctx.db.query<{ n: number | null }>(
-      'select queen.log_delete_group_v1($1, q.id, $3) as n from queen.queues q where q.name = $2',
-      [group, queue, deleteMetadata],
-    );
+    const { rows } = await ctx.db.query<DeleteGroupRow>(DELETE_GROUP_OF_QUEUE_SQL, [group, queue, deleteMetadata]);
     deleted = rows[0]?.n ?? 0;
   }
   ctx.totals.touch(counted.map((r) => r.id));

@@ -3,6 +3,7 @@ import { adminRoutes } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { forgetEncryptionFlags } from '../log/encryption.js';
 import { registerRoute } from '../http/http.js';
+import { DELETE_QUEUE_SQL, type DeleteQueueRow } from '../sql/queen.log_delete_queue_v1.js';
 
 /**
  * DELETE /api/v1/resources/queues/:queue (PROTOCOL §5.2): partitions,
@@ -12,7 +13,7 @@ import { registerRoute } from '../http/http.js';
  * queries and their state are untouched.
  */
 async function deleteQueue(ctx: BrokerContext, queue: string): Promise<boolean> {
-  const { rows } = await ctx.db.query<{ existed: boolean }>('select queen.log_delete_queue_v1($1) as existed', [queue]);
+  const { rows } = await ctx.db.query<DeleteQueueRow>(DELETE_QUEUE_SQL, [queue]);
   // This broker's cached partition ids are stale now; other brokers find out
   // on their next push (the allocator raises, the push retries).
   ctx.partitions.forget(queue);

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { adminRoutes, QueenError } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
+import { SEEK_SQL, type SeekRow } from '../sql/queen.log_seek_v1.js';
 
 const MAX_OFFSET = 9223372036854775807n;
 
@@ -27,10 +28,7 @@ async function seek(ctx: BrokerContext, group: string, queue: string, partition:
   const where = found[0]!;
   if (!where.queue_id) throw new QueenError('QUEUE_NOT_FOUND', `Queue ${queue} not found`);
   if (partition !== null && !where.partition_id) throw new QueenError('PARTITION_NOT_FOUND', `Partition ${partition} of queue ${queue} not found`);
-  const { rows } = await ctx.db.query<{ partition_id: string; cursor_offset: string }>(
-    'select * from queen.log_seek_v1($1, $2, $3, $4::bigint, $5::timestamptz)',
-    [group, where.queue_id, where.partition_id, target.offset ?? null, target.timestamp ?? null],
-  );
+  const { rows } = await ctx.db.query<SeekRow>(SEEK_SQL, [group, where.queue_id, where.partition_id, target.offset ?? null, target.timestamp ?? null]);
   ctx.totals.touch(rows.map((r) => r.partition_id));
   // A seek back (or a released lease) makes messages deliverable: wake this broker's parked pops.
   ctx.notifier.notify(queue);

@@ -38,7 +38,7 @@ export async function expectedVersion(source: MigrationSource): Promise<number> 
   return list.length ? list[list.length - 1]!.number : 0;
 }
 
-/** The function files of a source, by name (`queen.log_ack_v1.sql`), in name order. */
+/** The function files of a source, by name (`queen.log_ack_v2.sql`), in name order. */
 export async function functionFiles(source: MigrationSource): Promise<{ name: string; path: string }[]> {
   if (!source.functions) return [];
   const names = (await readdir(source.functions)).filter((f) => /^[a-z_]+\.[a-z_0-9]+\.sql$/.test(f)).sort();
@@ -99,7 +99,7 @@ export class MigrationChangedError extends Error {
  * on one database do not race: the first does the work, the others wait for
  * the lock and then find nothing to do. Every applied migration's checksum is
  * compared with its file first (MigrationChangedError). Answers the names
- * applied (`broker/001_log.sql`, `broker/functions/queen.log_ack_v1.sql`).
+ * applied (`broker/001_log.sql`, `broker/functions/queen.log_ack_v2.sql`).
  */
 export async function migrate(pool: pg.Pool, sources: MigrationSource[]): Promise<string[]> {
   const client = await pool.connect();
@@ -183,10 +183,13 @@ async function applyMigrations(client: pg.PoolClient, source: MigrationSource): 
  * broker reading the functions sees the old set or the new one. Bodies are
  * not checked at create time (check_function_bodies off), so a SQL-language
  * function may name one whose file comes later in name order; the drift test
- * (sql-functions.test.ts) runs every function file against a migrated
- * database. A file whose function changes its arguments or its result needs
- * a migration that drops the old one: `create or replace` cannot change
- * either and would leave the old signature behind.
+ * (packages/broker-composition/src/sql-layout.test.ts) runs every function
+ * file against a migrated database, and applies each twice on one that has
+ * it. A file is applied again whenever it changes, so it says `create or
+ * replace` (scripts/sql-function-count.mjs refuses a plain `create
+ * function`). A file whose function changes its arguments or its result
+ * needs a migration that drops the old one: `create or replace` cannot
+ * change either and would leave the old signature behind.
  */
 async function applyFunctions(client: pg.PoolClient, source: MigrationSource): Promise<string[]> {
   const list = await functionFiles(source);

@@ -14,7 +14,7 @@ beforeAll(async () => {
 afterAll(async () => b?.stop());
 
 /** An ack as jsonb items, its answer as `r`. */
-const ACK = 'select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null, false)';
+const ACK = 'select r_answer as r from queen.log_ack_v2($1, $2::jsonb, null, null, null, null)';
 const L = '11111111-1111-4111-8111-111111111111';
 const OTHER = '22222222-2222-4222-8222-222222222222';
 
@@ -109,22 +109,5 @@ describe('one ack path', () => {
     expect((await b.http('POST', '/streams/v1/cycle', element)).body).toMatchObject({ success: false, code: 'LEASE_EXPIRED', error: 'Invalid or expired lease' });
     const extend = await b.http('POST', `/api/v1/lease/${OTHER}/extend`, { seconds: 10 });
     expect(extend.body[0]).toMatchObject({ success: false, code: 'LEASE_NOT_FOUND', error: 'Lease not found' });
-  });
-
-  it("a broker of the previous release acks as before through the shims: its run call declines and writes nothing, its jsonb call acks", async () => {
-    const q = uniqueName('ackshim');
-    await b.http('POST', '/api/v1/push', { items: Array.from({ length: 3 }, (_, i) => ({ queue: q, payload: i })) });
-    const msgs = (await b.http('GET', `/api/v1/pop/queue/${q}?batch=3`)).body.messages as any[];
-    const cursor = async () => (await b.sql.query(`select cursor_offset::int as c, lease_id from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1`, [q])).rows[0];
-    const before = await cursor();
-    const ran = await b.sql.query('select * from queen.log_ack_run_v1($1, $2, $3, $4::bigint[], $5::text[])', [
-      '__QUEUE_MODE__', msgs[0].partitionId, msgs[0].leaseId, msgs.map((m) => m.offset), msgs.map((m) => m.transactionId),
-    ]);
-    expect(ran.rows).toEqual([{ ok: false, released: null, queue_name: null, partition_name: null }]);
-    expect(await cursor()).toEqual(before);
-    const items = msgs.map((m, idx) => ({ idx, transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset }));
-    const acked = await b.sql.query('select queen.log_ack_v1($1, $2::jsonb) as r', ['__QUEUE_MODE__', JSON.stringify(items)]);
-    expect(acked.rows[0].r).toEqual({ offsets: ['1', '2', '3'], released: [false, false, true], names: { [msgs[0].partitionId]: [q, 'Default'] } });
-    expect(await cursor()).toEqual({ c: 3, lease_id: null });
   });
 });

@@ -1,5 +1,6 @@
 import { QueenError, type PopQuery } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
+import { POP_DEAD_LETTER_SQL, type PopDeadLetterItem, type PopDeadLetterRow } from '../sql/queen.log_pop_dead_letter_v1.js';
 import { tryReadPayload, type UnreadableReason } from './encryption.js';
 
 // What a pop does with claimed messages it cannot read (encryption never
@@ -77,13 +78,13 @@ export async function readableRows<R extends ClaimedRow>(
   const settled = [...parts].filter(([, p]) => p.dead.length > 0 || p.stop);
   if (settled.length === 0) return { delivered, data, deadLettered: 0 };
 
-  const items = settled.map(([partitionId, p]) => ({
+  const items: PopDeadLetterItem[] = settled.map(([partitionId, p]) => ({
     partitionId,
     ...(p.dead.length ? { dead: p.dead.map((r) => r.msg_offset) } : {}),
     ...(p.stop ? { from: p.stop.from, last: p.stop.last } : {}),
   }));
   const reason = `PAYLOAD_UNDECRYPTABLE: dead-lettered by a pop of group ${q.consumerGroup}: the encrypted payload does not decrypt with the broker's key (corrupt bytes, or written under a key retired since)`;
-  const { rows: res } = await ctx.db.query<{ n: number }>('select queen.log_pop_dead_letter_v1($1, $2, $3, $4, $5::jsonb) as n', [
+  const { rows: res } = await ctx.db.query<PopDeadLetterRow>(POP_DEAD_LETTER_SQL, [
     q.consumerGroup,
     leaseId,
     q.autoAck,

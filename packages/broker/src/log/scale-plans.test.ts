@@ -111,11 +111,11 @@ describe('hot statements stay on their indexes after the database grew', () => {
       [[
         'queen.ensure_partitions_v1', 'queen.log_append_v1', 'queen.log_append_advance_v1', 'queen.log_push_many_v1',
         'queen.log_pop_v3', 'queen.pop_target_v1', 'queen.log_claimable_any_v1', 'queen.log_claimable_of_v1',
-        'queen.log_ack_v2', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
+        'queen.log_ack_v2', 'queen.log_ack_pop_run_v1', 'queen.log_ack_run_holds_v1', 'queen.log_ack_completed_v1', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
         'queen.log_streams_cycle_v1', 'queen.message_traceparents_v1', 'queen.listing_totals_refresh_v1',
       ]],
     );
-    expect(rows).toHaveLength(14);
+    expect(rows).toHaveLength(17);
     for (const r of rows) expect(r.config, r.fn).toContain('enable_seqscan=off');
   });
 

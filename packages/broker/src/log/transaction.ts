@@ -8,6 +8,7 @@ import { allocatorItems, appendStatement } from './push.js';
 import { scheduleTimers } from './schedule-timers.js';
 import { TRANSACTION_ACK_SQL } from '../sql/queen.log_ack_v2.js';
 import type { AllocatorResult } from '../sql/queen.log_append_v1.js';
+import { LOCK_CURSORS_SQL } from '../sql/queen.log_lock_cursors_v1.js';
 
 type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; kind: 'ack'; op: TxnAckOp };
 
@@ -45,7 +46,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       const rows = pushes.length ? await allocatorItems(ctx, pushes.map((p) => p.item)) : [];
       // Cursor rows of existing partitions are created before the main transaction too (§4),
       // so it never inserts under a partition lock it does not already hold.
-      if (acks.length) await ctx.db.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+      if (acks.length) await ctx.db.query(LOCK_CURSORS_SQL, [cursorTargets]);
       // Timer targets' flags read (or cached) before the transaction holds any lock, as the pushes' are.
       if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
       // The acks applied, for the history once the transaction committed.
@@ -76,7 +77,7 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
           });
         }
         if (acks.length) {
-          await client.query('select queen.log_lock_cursors_v1($1::jsonb)', [cursorTargets]);
+          await client.query(LOCK_CURSORS_SQL, [cursorTargets]);
           for (const a of acks) {
             const item = {
               idx: 0,

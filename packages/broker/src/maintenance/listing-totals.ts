@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
 import type { ListingTotals } from '../context/context.js';
-import type { Database, NamedStatement } from '../db/database.js';
+import type { Database } from '../db/database.js';
+import { LISTING_TOTALS_REFRESH_SQL } from '../sql/queen.listing_totals_refresh_v1.js';
 
 /** Partitions per recount statement: one statement holds the recount lock for what it counts. */
 const PARTITIONS_PER_RECOUNT = 5_000;
@@ -17,8 +18,6 @@ const DUTY = 5;
 const GROUP_RECOUNT_MS = 10 * 60_000;
 /** Longest wait between two looks at a partition whose lease is still live (the waits double from the interval). */
 const LEASE_RECHECK_MAX_MS = 60_000;
-
-const RECOUNT_SQL: NamedStatement = { name: 'queen_listing_totals_refresh', text: 'select id from queen.listing_totals_refresh_v1($1::uuid[], $2::text[]) id' };
 
 /** Every partition of the named queues, and those their totals still count (deleted since). */
 const QUEUE_PARTITIONS_SQL = `select p.id from queen.partitions p join queen.queues q on q.id = p.queue_id where q.name = any($1::text[])
@@ -197,7 +196,7 @@ export class ListingTotalsKeeper implements ListingTotals {
     while (uncounted.length) {
       const batch = uncounted.slice(0, QUEUES_PER_RECOUNT);
       try {
-        await this.db.query(RECOUNT_SQL, [[], batch]);
+        await this.db.query(LISTING_TOTALS_REFRESH_SQL, [[], batch]);
       } catch (err) {
         for (const q of uncounted) this.uncounted.add(q);
         throw err;
@@ -232,7 +231,7 @@ export class ListingTotalsKeeper implements ListingTotals {
     try {
       while (todo.length) {
         const batch = todo.slice(0, PARTITIONS_PER_RECOUNT);
-        const { rows } = await this.db.query<{ id: string }>(RECOUNT_SQL, [batch, []]);
+        const { rows } = await this.db.query<{ id: string }>(LISTING_TOTALS_REFRESH_SQL, [batch, []]);
         for (const r of rows) leased.add(r.id);
         todo.splice(0, batch.length);
       }

@@ -1,6 +1,9 @@
 import type pg from 'pg';
 import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
 import type { BrokerContext, HookedMaintenanceTask, MaintenanceTaskRunner } from '../context/context.js';
+import { PARTITION_CLEANUP_SQL, type PartitionCleanupRow } from '../sql/queen.log_partition_cleanup_v1.js';
+import { RETENTION_CANDIDATES_SQL, type RetentionCandidateRow } from '../sql/queen.log_retention_candidates_v1.js';
+import { RETENTION_PARTITION_SQL, type RetentionPartitionRow } from '../sql/queen.log_retention_partition_v1.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
 /**
@@ -58,15 +61,12 @@ export async function runMaintenance(
     // One partition, a few segments, per transaction: a pass over a big
     // backlog never holds a partition lock (and so its pushes) for longer
     // than those segments take, and other partitions' pushes not at all.
-    const list = await step(async (client) => (await client.query<{ id: string }>('select id from queen.log_retention_candidates_v1() id')).rows.map((r) => r.id));
+    const list = await step(async (client) => (await client.query<RetentionCandidateRow>(RETENTION_CANDIDATES_SQL)).rows.map((r) => r.id));
     if (!list) return null;
     for (const partitionId of list.value) {
       for (;;) {
         const r = await step(async (client) => {
-          const { rows } = await client.query<{ r: { segmentsDropped: number; messagesDropped: number; more: boolean } }>(
-            'select queen.log_retention_partition_v1($1, $2) as r',
-            [partitionId, RETENTION_SEGMENTS_PER_TRANSACTION],
-          );
+          const { rows } = await client.query<RetentionPartitionRow>(RETENTION_PARTITION_SQL, [partitionId, RETENTION_SEGMENTS_PER_TRANSACTION]);
           return rows[0]!.r;
         });
         // Another replica started a pass meanwhile: it carries on from here.
@@ -81,10 +81,7 @@ export async function runMaintenance(
   }
   if (tasks.includes('partitions')) {
     const r = await step(async (client) => {
-      const { rows } = await client.query<{ r: { deleted: number; vetoed: number; partitions: [string, string][] } }>(
-        'select queen.log_partition_cleanup_v1($1) as r',
-        [ctx.config.partitionCleanupS],
-      );
+      const { rows } = await client.query<PartitionCleanupRow>(PARTITION_CLEANUP_SQL, [ctx.config.partitionCleanupS]);
       return rows[0]!.r;
     });
     if (!r) return null;

@@ -8,7 +8,7 @@
 create or replace function queen.app_ack_v1(p_group text, p_items jsonb) returns jsonb
 language plpgsql as $$
 declare
-  v_answer jsonb := (select a.r_answer from queen.log_ack_v2(p_group, p_items, null, null, null, null, false) a);
+  v_answer jsonb := (select a.r_answer from queen.log_ack_v2(p_group, p_items, null, null, null, null) a);
   v_failed jsonb;
 begin
   if jsonb_typeof(v_answer) = 'array' then

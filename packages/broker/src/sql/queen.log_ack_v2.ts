@@ -34,7 +34,7 @@ export interface AckRow {
 }
 
 const ACK =
-  'with a as materialized (select * from queen.log_ack_v2($1, $2::jsonb, $3::uuid, $4::uuid, $5::bigint[], $6::text[], false))' +
+  'with a as materialized (select * from queen.log_ack_v2($1, $2::jsonb, $3::uuid, $4::uuid, $5::bigint[], $6::text[]))' +
   ' select a.r_released as released, a.r_queue_name as queue_name, a.r_partition_name as partition_name, a.r_answer as answer';
 
 /**
@@ -60,4 +60,4 @@ export function ackParams(group: string, call: AckCall): unknown[] {
 }
 
 /** A transaction's ack of one item ($2: the jsonb array of it), on the transaction's client: the answer alone. */
-export const TRANSACTION_ACK_SQL = 'select r_answer as answer from queen.log_ack_v2($1, $2::jsonb, null, null, null, null, false)';
+export const TRANSACTION_ACK_SQL = 'select r_answer as answer from queen.log_ack_v2($1, $2::jsonb, null, null, null, null)';

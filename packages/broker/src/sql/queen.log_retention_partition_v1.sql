@@ -1,9 +1,12 @@
 -- Retention (PROTOCOL §3.9) of ONE partition, at most p_max_segments whole
 -- segments, in the caller's (short) transaction: the partition row is locked
 -- (rank 4) only while those few segments go, so pushes to it wait at most
--- that long and pushes elsewhere never. The broker calls it per partition
--- until `more` is false. Rules as log_retention_v1's, except that the
--- completed rule counts every reader (log_consumed_upto_v1).
+-- that long and pushes elsewhere never. The broker calls it for each
+-- partition log_retention_candidates_v1 names until `more` is false. A
+-- segment goes when its newest message is older than the queue's
+-- retentionSeconds (retention enabled), or than completedRetentionSeconds
+-- and consumed by every reader (log_consumed_upto_v1), or than
+-- maxWaitTimeSeconds.
 create or replace function queen.log_retention_partition_v1(p_partition_id uuid, p_max_segments int) returns jsonb
 language plpgsql as $$
 declare

@@ -36,11 +36,15 @@ begin
   v_state_res := coalesce(v_state_res->'results', '[]'::jsonb);
 
   -- Sink pushes (rank 4): every target's append lock in ascending id order,
-  -- then each target partition's run through the one allocator.
+  -- then each target partition's run through the one allocator. The broker
+  -- resolves the request's push_items into sink_items (partitions ensured
+  -- first, in their own transaction); an element that still carries
+  -- push_items came from elsewhere and would lose its pushes: refused.
+  if coalesce(p_el->'push_items', '[]'::jsonb) not in ('[]'::jsonb, 'null'::jsonb) then
+    raise exception 'a cycle element carries sink_items (partition ids), not push_items' using errcode = '22023';
+  end if;
   if p_el ? 'sink_items' then
     v_push_res := queen_streams.push_sink_runs_v1(p_el->'sink_items', v_sub);
-  else
-    v_push_res := queen_streams.push_sink_items_v1(coalesce(p_el->'push_items', '[]'::jsonb), v_sub);
   end if;
 
   -- The source ack (rank 5). Null = flush: cursor and lease untouched.

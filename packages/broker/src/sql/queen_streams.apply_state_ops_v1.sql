@@ -52,8 +52,7 @@ begin
        and (coalesce(s.version, 0) <> o.expected or (o.type = 'delete' and s.version is null))
      order by o.ord limit 1;
     if found then
-      perform queen_streams.fail('VERSION_CONFLICT',
-        format('Version conflict on state key %s: expected %s, current %s', v_bad.key, v_bad.expected, v_bad.current),
+      perform queen_streams.fail_v2('VERSION_CONFLICT',
         jsonb_build_object('key', v_bad.key, 'currentVersion', v_bad.current));
     end if;
 
@@ -87,8 +86,7 @@ begin
          coalesce(v_current, 0) <> v_expected
          -- a delete with expected_version fails when the row is gone
          or (v_op->>'type' = 'delete' and v_current is null)) then
-      perform queen_streams.fail('VERSION_CONFLICT',
-        format('Version conflict on state key %s: expected %s, current %s', v_key, v_expected, coalesce(v_current, 0)),
+      perform queen_streams.fail_v2('VERSION_CONFLICT',
         jsonb_build_object('key', v_key, 'currentVersion', coalesce(v_current, 0)));
     end if;
     if v_op->>'type' = 'upsert' then

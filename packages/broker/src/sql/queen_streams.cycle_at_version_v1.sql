@@ -5,7 +5,7 @@
 -- QUERY_VERSION_CHANGED without touching anything. A register holds the row
 -- FOR UPDATE, so a cycle in flight commits before the new version is
 -- recorded and every later one of the old version is refused.
-create function queen_streams.cycle_at_version_v1(p_elements jsonb, p_version text) returns jsonb
+create or replace function queen_streams.cycle_at_version_v1(p_elements jsonb, p_version text) returns jsonb
 language plpgsql as $$
 declare
   v_qid  uuid := (p_elements->0->>'query_id')::uuid;

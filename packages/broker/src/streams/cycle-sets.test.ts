@@ -3,8 +3,8 @@ import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing'
 
 // A cycle's sink pushes go through queen.log_push_many_v1 (one run per target
 // partition) and its state ops are one compare-and-set over distinct keys
-// (migration 006). The route's own compact path and the raw SQL entry point
-// (queen.log_streams_cycle_v1 with push_items) must answer PROTOCOL §7.4 alike.
+// (queen_streams.apply_state_ops_v1). The route resolves push_items into the
+// allocator's sink_items before the cycle statement; the SQL takes no other form.
 
 let b: TestBroker;
 beforeAll(async () => {
@@ -99,23 +99,15 @@ describe('cycle sink pushes, set-based', () => {
     expect(again.body.push_results).toEqual([expect.objectContaining({ index: 1, transaction_id: 'd1', status: 'duplicate', queueName: sink })]);
   });
 
-  it('raw SQL: push_items naming queue and partition answer the same §7.4 shape; a missing partition raises P0002', async () => {
+  it('raw SQL: an element carrying push_items instead of sink_items is refused, and writes nothing', async () => {
     const qid = await registerQuery();
     const sink = uniqueName('sink-raw');
     expect((await b.http('POST', '/api/v1/push', { items: [{ queue: sink, partition: 'p', payload: 0 }] })).status).toBe(201);
-    const element = (items: unknown[]) => JSON.stringify([{ idx: 7, query_id: qid, partition_id: '00000000-0000-4000-8000-0000000000a2', ack: null, push_items: items }]);
-    const { rows } = await b.sql.query('select queen.log_streams_cycle_v1($1::jsonb) as r', [
-      element([{ queue: sink, partition: 'p', payload: { n: 1 }, transactionId: 't1' }, { queue: sink, partition: 'p', payload: { n: 2 }, transactionId: 't1' }]),
-    ]);
-    const out = rows[0].r[0];
-    expect(out.idx).toBe(7);
-    const pid = await partitionIdOf(sink, 'p');
-    expect(out.result).toMatchObject({ success: true, queueName: null });
-    expect(out.result.push_results).toEqual([
-      { index: 0, transaction_id: 't1', status: 'queued', message_id: expect.any(String), partition_id: pid, queueName: sink, offset: '2', trace_id: null },
-      { index: 1, transaction_id: 't1', status: 'duplicate', message_id: out.result.push_results[0].message_id, partition_id: pid, queueName: sink, offset: '2' },
-    ]);
-    await expect(b.sql.query('select queen.log_streams_cycle_v1($1::jsonb)', [element([{ queue: sink, partition: 'nope', payload: 1 }])])).rejects.toMatchObject({ code: 'P0002' });
+    const element = JSON.stringify([{ idx: 7, query_id: qid, partition_id: '00000000-0000-4000-8000-0000000000a2', ack: null, state_ops: [{ type: 'upsert', key: 'k', value: 1 }], push_items: [{ queue: sink, partition: 'p', payload: { n: 1 } }] }]);
+    await expect(b.sql.query('select queen.log_streams_cycle_v1($1::jsonb)', [element])).rejects.toMatchObject({ code: '22023' });
+    expect(await stored(sink)).toHaveLength(1);
+    const state = await b.sql.query('select count(*)::int as n from queen_streams.state where query_id = $1', [qid]);
+    expect(state.rows[0].n).toBe(0);
   });
 });
 

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { QueenError, streamRoutes, type MigrationCommitBody } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
+import { APPLY_STATE_OPS_SQL, type ApplyStateOpsRow } from '../sql/queen_streams.apply_state_ops_v1.js';
 import { lockShard } from './shard-lock.js';
 
 // A version that rewrites state (`migrateState`) is applied once per
@@ -40,7 +41,7 @@ async function commitMigration(ctx: BrokerContext, body: MigrationCommitBody) {
     let applied = 0;
     if (body.state_ops.length > 0) {
       try {
-        const res = await c.query<{ r: { applied: number } }>('select queen_streams.apply_state_ops_v1($1, $2, $3::jsonb) as r', [
+        const res = await c.query<ApplyStateOpsRow>(APPLY_STATE_OPS_SQL, [
           body.query_id,
           body.partition_id,
           JSON.stringify(body.state_ops),
