@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
-import type { Database, NamedStatement } from '../db/database.js';
+import { isOutage, type Database, type NamedStatement } from '../db/database.js';
 
 /** Partitions per recount statement: one statement holds the recount lock for what it counts. */
 const PARTITIONS_PER_RECOUNT = 5_000;
@@ -180,7 +180,7 @@ export class ListingTotals {
     this.running = this.pass(scope)
       .catch((err: unknown) => {
         // An outage is logged once, by the Database; what was pending waits for it to end.
-        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) this.log.warn({ err }, 'listing totals not recounted; tried again later');
+        if (!isOutage(err)) this.log.warn({ err }, 'listing totals not recounted; tried again later');
       })
       .finally(() => {
         this.lastMs = Date.now() - started;

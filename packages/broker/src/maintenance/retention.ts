@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
+import { isOutage } from '../db/database.js';
 import type { BrokerContext } from '../context.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
 
@@ -143,7 +144,7 @@ export function retentionService(ctx: BrokerContext): { stop(): Promise<void> } 
         if (r && (r.retention.segmentsDropped || r.partitions.deleted)) ctx.log.info(r, 'maintenance pass');
       })
       .catch((err) => {
-        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) ctx.log.warn({ err }, 'maintenance pass failed');
+        if (!isOutage(err)) ctx.log.warn({ err }, 'maintenance pass failed');
       })
       .finally(() => {
         running = undefined;

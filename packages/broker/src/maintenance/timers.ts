@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { QueenError, type TimerResult, type TxnTimer } from '@queen-mq/protocol';
+import { isOutage } from '../db/database.js';
 import type { BrokerContext } from '../context.js';
 import { encryptedQueues, encryptionAvailable, encryptPayload } from '../log/encryption.js';
 import { setMaintenanceTask } from './retention.js';
@@ -45,7 +46,7 @@ export async function scheduleTimers(client: pg.PoolClient, timers: TxnTimer[], 
 }
 
 function isDbUnavailable(err: unknown): boolean {
-  return err instanceof QueenError && err.code === 'DB_UNAVAILABLE';
+  return isOutage(err);
 }
 
 interface FireResult {
