@@ -194,14 +194,29 @@ export class PgAutoFailover {
   }
 
   /**
-   * When `n` was promoted: the monitor has it as `wait_primary` or `primary`,
-   * the states in which it takes writes (polled every 50 ms). Not
-   * `pg_is_in_recovery()`: pg_auto_failover promotes first and holds commits
-   * until the old primary is known demoted.
+   * When `n` first commits a write: one session at a time asks it for a
+   * transaction id (refused while it is a standby or read-only) and commits
+   * it (held while pg_auto_failover keeps writes closed after a promotion,
+   * until the old primary is known demoted). Not `pg_is_in_recovery()` and
+   * not the monitor's state: the first turns false before writes open, the
+   * second is reported up to a second or two after.
    */
   async promotedAt(n: NodeName, ms = 90000): Promise<number> {
-    await this.until(async () => (await this.states()).some((s) => s.nodename === n && (s.reportedstate === 'wait_primary' || s.reportedstate === 'primary')), ms, `${n} promoted`, 50);
-    return Date.now();
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const c = new pg.Client({ connectionString: this.nodeUrl(n), connectionTimeoutMillis: 1000, query_timeout: ms });
+      c.on('error', () => undefined);
+      try {
+        await c.connect();
+        await c.query('select txid_current()');
+        return Date.now();
+      } catch {
+        if (Date.now() > deadline) throw new Error(`${n} took no write within ${ms} ms; states ${JSON.stringify(await this.states())}\n${this.logs()}`);
+      } finally {
+        await c.end().catch(() => undefined);
+      }
+      await sleep(50);
+    }
   }
 
   switchover(): Promise<string> {
