@@ -147,7 +147,6 @@ export class PrimaryRouter {
    * and fail (and are never pooled) when they reach a read-only server.
    */
   clientClass(): typeof pg.Client {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const router = this;
     class RoutedClient extends pg.Client {
       private readonly reported = new Map<string, string>();
