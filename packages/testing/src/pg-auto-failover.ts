@@ -194,12 +194,13 @@ export class PgAutoFailover {
   }
 
   /**
-   * When `n` first commits a write: one session at a time asks it for a
-   * transaction id (refused while it is a standby or read-only) and commits
-   * it (held while pg_auto_failover keeps writes closed after a promotion,
-   * until the old primary is known demoted). Not `pg_is_in_recovery()` and
-   * not the monitor's state: the first turns false before writes open, the
-   * second is reported up to a second or two after.
+   * When `n` first commits a read-write transaction: one session at a time
+   * takes a transaction id where the session is not read-only, and commits
+   * it. pg_auto_failover promotes a standby with
+   * `default_transaction_read_only = on` and lifts it seconds later, once the
+   * old primary is known demoted (or its demote timeout passed), so neither
+   * `pg_is_in_recovery()` nor a bare `txid_current()` tells when clients may
+   * write; the monitor's state is reported up to a second or two late.
    */
   async promotedAt(n: NodeName, ms = 90000): Promise<number> {
     const deadline = Date.now() + ms;
@@ -208,13 +209,14 @@ export class PgAutoFailover {
       c.on('error', () => undefined);
       try {
         await c.connect();
-        await c.query('select txid_current()');
-        return Date.now();
+        const { rows } = await c.query(`select txid_current() as x where current_setting('transaction_read_only') = 'off'`);
+        if (rows.length === 1) return Date.now();
       } catch {
-        if (Date.now() > deadline) throw new Error(`${n} took no write within ${ms} ms; states ${JSON.stringify(await this.states())}\n${this.logs()}`);
+        /* still a standby, down or restarting */
       } finally {
         await c.end().catch(() => undefined);
       }
+      if (Date.now() > deadline) throw new Error(`${n} took no write within ${ms} ms; states ${JSON.stringify(await this.states())}\n${this.logs()}`);
       await sleep(50);
     }
   }
