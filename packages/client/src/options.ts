@@ -19,6 +19,7 @@ export const queenOptionsSchema = z.object({
   retries: option(z.number().int().min(0).optional(), { description: 'Extra attempts for a retryable failure', rule: 'must be an integer ≥ 0', type: 'integer', default: '3' }),
   retryBaseMs: ms('First backoff delay; doubles per attempt, full jitter', '100'),
   retryMaxMs: ms('Largest backoff delay', '3000'),
+  failoverWaitMs: ms('How long a call safe to resend keeps being resent, past `retries`, while the broker answers 503 `DB_UNAVAILABLE`/`DB_OUTCOME_UNKNOWN` (a database failover)', '30000'),
   dispatcher: option(z.custom<Dispatcher>((v) => typeof v === 'object' && v !== null && typeof (v as Dispatcher).dispatch === 'function').optional(), {
     description: "An undici dispatcher to use instead of the client's own keep-alive Agent",
     rule: 'must be an undici Dispatcher',

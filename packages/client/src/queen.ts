@@ -21,6 +21,14 @@ export interface QueenOptions {
   retryBaseMs?: number;
   /** Largest backoff delay, ms. Default 3000. */
   retryMaxMs?: number;
+  /**
+   * How long a call that is safe to resend (a GET, an ack, a push whose items
+   * all carry a transactionId) keeps being resent while the broker answers
+   * 503 DB_UNAVAILABLE / DB_OUTCOME_UNKNOWN (its PostgreSQL fails over or
+   * restarts), past `retries`, pausing at most a second between tries.
+   * Default 30000; 0 = only `retries`.
+   */
+  failoverWaitMs?: number;
   /** An undici dispatcher to use instead of the client's own keep-alive Agent. */
   dispatcher?: Dispatcher;
 }
@@ -58,6 +66,7 @@ export class Queen {
       retries: options.retries ?? 3,
       baseMs: options.retryBaseMs ?? 100,
       maxMs: options.retryMaxMs ?? 3000,
+      failoverWaitMs: options.failoverWaitMs ?? 30000,
       dispatcher: options.dispatcher,
     });
     this.api = routeCalls((method, path, opts) => this.request(method, path, opts));

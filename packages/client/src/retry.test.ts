@@ -141,11 +141,35 @@ describe('client retries', () => {
 
   it('retries give up after `retries` attempts and throw the last answer', async () => {
     const proxy = await flakyProxy(10);
-    const queen = new Queen({ url: proxy.url, retries: 2, retryBaseMs: 5 });
+    const queen = new Queen({ url: proxy.url, retries: 2, retryBaseMs: 5, failoverWaitMs: 0 });
     try {
       const err = (await queen.request('GET', '/health', { idempotent: true }).catch((e: unknown) => e)) as QueenError;
       expect(err.code).toBe('DB_UNAVAILABLE');
       expect(proxy.seen).toHaveLength(3);
+    } finally {
+      await queen.close();
+      await proxy.close();
+    }
+  });
+
+  it('an idempotent call waits out a failover: past `retries`, 503 DB_UNAVAILABLE answers are resent until failoverWaitMs, then it is stored once', async () => {
+    const proxy = await flakyProxy(12);
+    const queue = uniqueName('failover-wait');
+    const queen = new Queen({ url: proxy.url, retries: 2, retryBaseMs: 5, retryMaxMs: 20, failoverWaitMs: 20000 });
+    try {
+      const [r] = await queen.queue(queue).push([{ payload: { n: 1 }, transactionId: 'fw-1' }]);
+      expect(r!.status).toBe('queued');
+      expect(proxy.seen).toHaveLength(13);
+      expect(await messageCount(queue)).toBe(1);
+      // Past failoverWaitMs the answer surfaces.
+      const away = await flakyProxy(1000);
+      const short = new Queen({ url: away.url, retries: 0, retryBaseMs: 5, retryMaxMs: 20, failoverWaitMs: 300 });
+      const began = Date.now();
+      const err = (await short.request('GET', '/health', { idempotent: true }).catch((e: unknown) => e)) as QueenError;
+      expect(err.code).toBe('DB_UNAVAILABLE');
+      expect(Date.now() - began).toBeGreaterThanOrEqual(300);
+      await short.close();
+      await away.close();
     } finally {
       await queen.close();
       await proxy.close();

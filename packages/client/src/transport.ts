@@ -29,8 +29,16 @@ interface TransportOptions extends BackoffPolicy {
   bearerToken?: string;
   timeoutMs: number;
   retries: number;
+  /** How long an idempotent call keeps being resent, past `retries`, while the broker answers 503 for its database (a failover). */
+  failoverWaitMs: number;
   dispatcher?: Dispatcher;
 }
+
+/** The 503s of a broker whose database is away (a failover, a restart): they pass, so an idempotent call waits them out. */
+const DATABASE_AWAY = new Set(['DB_UNAVAILABLE', 'DB_OUTCOME_UNKNOWN']);
+
+/** Longest pause between resends while waiting out a failover: a new primary is served within a second of its promotion. */
+const FAILOVER_STEP_MAX_MS = 1000;
 
 /** Builds `path?query` with only the defined query values. */
 export function withQuery(path: string, query?: Record<string, QueryValue>): string {
@@ -88,6 +96,7 @@ export class Transport {
     const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const timeoutMs = opts.timeoutMs ?? this.options.timeoutMs;
 
+    const started = Date.now();
     for (let attempt = 0; ; attempt++) {
       const canRetry = attempt < this.options.retries;
       let status: number;
@@ -118,6 +127,15 @@ export class Transport {
         parsed = text ? JSON.parse(text) : undefined;
       } catch {
         parsed = undefined;
+      }
+      if (
+        status === 503 &&
+        opts.idempotent === true &&
+        DATABASE_AWAY.has((parsed as { code?: string } | undefined)?.code ?? '') &&
+        Date.now() - started < this.options.failoverWaitMs
+      ) {
+        await sleep(backoffDelay(attempt, { baseMs: this.options.baseMs, maxMs: Math.min(this.options.maxMs, FAILOVER_STEP_MAX_MS) }), opts.signal);
+        continue;
       }
       if (status === 429 && canRetry) {
         // 429 (QUEUE_FULL) stored nothing, so any call may be sent again:

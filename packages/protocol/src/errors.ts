@@ -37,6 +37,11 @@ export const errorCatalogue = {
   INTERNAL_ERROR: { status: 500, message: 'Internal error' },
   PAYLOAD_UNDECRYPTABLE: { status: 500, message: 'A stored encrypted payload does not decrypt with this broker\'s key (wrong key or corrupt bytes); it was not delivered (a pop dead-letters such a message when it is the head of its partition)' },
   DB_UNAVAILABLE: { status: 503, message: 'Database unavailable' },
+  DB_OUTCOME_UNKNOWN: {
+    status: 503,
+    message:
+      'The database connection was lost while this request was being committed (a failover or crash): it may or may not have been applied. Resending is safe for pushes and transactions with transactionIds, acks and stream cycles',
+  },
   ENCRYPTION_KEY_MISSING: { status: 503, message: 'The queue has encryptionEnabled but QUEEN_ENCRYPTION_KEY is not set on this broker; nothing was stored or delivered' },
   NOT_READY: { status: 503, message: 'Not ready' },
   MESSAGE_NOT_FOUND: { status: 0, message: 'Message not found' },

@@ -3,3 +3,4 @@ export { testStream, type TestStream, type TestStreamOptions, type PushOptions, 
 export { acquireCluster, type Cluster, type ClusterSource } from './cluster.js';
 export { VirtualClock } from './virtual-clock.js';
 export { modulesLoadedBy } from './loaded-modules.js';
+export { PgAutoFailover, pgAutoFailoverMissing, killTree, type NodeName } from './pg-auto-failover.js';

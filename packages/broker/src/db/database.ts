@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
+import { PrimaryRouter } from './primary.js';
 
 // int8 stays a string (offsets are decimal strings on the wire); timestamps are
 // formatted by queen.iso() in SQL, so no Date conversion is needed here.
@@ -10,11 +11,20 @@ import { QueenError } from '@queen-mq/protocol';
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   if (typeof e?.code === 'string') {
-    if (/^(08|57P0[1-3]|53300)/.test(e.code)) return true;
+    if (/^(08|57P0[1-3]|53300|25006)/.test(e.code)) return true;
     if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(e.code)) return true;
   }
   const m = e?.message ?? '';
   return /timeout exceeded when trying to connect|Connection terminated|connect ECONNREFUSED|Client has encountered a connection error|Client was closed and is not queryable/i.test(m);
+}
+
+/**
+ * A 503 of the database's: DB_UNAVAILABLE (nothing applied) or
+ * DB_OUTCOME_UNKNOWN (the session died during a commit). Background passes
+ * skip these quietly; the outage is logged once by the Database.
+ */
+export function isOutage(err: unknown): boolean {
+  return err instanceof QueenError && (err.code === 'DB_UNAVAILABLE' || err.code === 'DB_OUTCOME_UNKNOWN');
 }
 
 /** 57014 query_canceled: our statement_timeout cut a statement; PostgreSQL itself is fine. */
@@ -60,6 +70,10 @@ interface DatabaseConfig {
  */
 export class Database extends EventEmitter {
   readonly pool: pg.Pool;
+  /** Which server sessions go to (the writable one of a multi-host URL). */
+  readonly router: PrimaryRouter;
+  /** The Client class of the pool: other sessions (LISTEN) follow the primary with it. */
+  readonly Client: typeof pg.Client;
   private up = false;
   private downSince = 0;
   private probeTimer?: NodeJS.Timeout;
@@ -74,8 +88,12 @@ export class Database extends EventEmitter {
     super();
     this.poolSize = config.poolSize;
     const statementTimeoutMs = config.statementTimeoutMs ?? 30000;
+    this.router = new PrimaryRouter(url);
+    this.Client = this.router.clientClass();
+    this.router.onFailover = (e) => this.log?.warn({ from: e.from, to: e.to, durationMs: e.durationMs }, 'database failover: the broker follows the new primary');
     this.pool = new pg.Pool({
-      connectionString: url,
+      Client: this.Client,
+      connectionString: this.router.baseUrl,
       max: config.poolSize,
       connectionTimeoutMillis: config.poolWaitMs ?? 5000,
       idleTimeoutMillis: 30000,
@@ -136,6 +154,7 @@ export class Database extends EventEmitter {
    */
   markDown(err: unknown): void {
     if (this.closed) return;
+    this.router.lost();
     if (this.up) {
       this.up = false;
       this.downSince = Date.now();
@@ -165,16 +184,35 @@ export class Database extends EventEmitter {
   }
 
   /**
-   * One statement; a connection failure becomes DB_UNAVAILABLE (nothing
-   * applied). A named statement (`{name, text}`) is parsed once per
-   * connection: for the hot paths.
+   * One statement; a connection that cannot be had becomes DB_UNAVAILABLE
+   * (nothing applied), one lost during the statement DB_OUTCOME_UNKNOWN (it
+   * commits on its own, so it may have). A named statement (`{name, text}`)
+   * is parsed once per connection: for the hot paths.
    */
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string | NamedStatement, values?: unknown[]): Promise<pg.QueryResult<R>> {
     const recoveries = this.recoveries;
+    let client: pg.PoolClient;
     try {
-      return typeof text === 'string' ? await this.pool.query<R>(text, values) : await this.pool.query<R>({ ...text, values });
+      client = await this.pool.connect();
     } catch (err) {
       throw this.translate(err, recoveries);
+    }
+    // What pool.query does: an idle-time 'error' of this session fails the
+    // statement; any failure discards the session instead of pooling it.
+    let lost: Error | undefined;
+    const onError = (err: Error) => {
+      lost = err;
+    };
+    client.once('error', onError);
+    try {
+      const out = typeof text === 'string' ? await client.query<R>(text, values) : await client.query<R>({ ...text, values });
+      client.removeListener('error', onError);
+      client.release();
+      return out;
+    } catch (err) {
+      client.removeListener('error', onError);
+      client.release(lost ?? (err as Error));
+      throw this.translate(lost ?? err, recoveries, 'commit');
     }
   }
 
@@ -197,17 +235,22 @@ export class Database extends EventEmitter {
       if (recoveries === this.recoveries) this.markDown(err);
     };
     client.on('error', onError);
+    let phase: 'work' | 'commit' = 'work';
+    let failed: Error | undefined;
     try {
       await client.query('begin');
       const out = await fn(client);
+      phase = 'commit';
       await client.query('commit');
       return out;
     } catch (err) {
-      if (!lost) await client.query('rollback').catch(() => undefined);
-      throw this.translate(err, recoveries);
+      // A session PostgreSQL ended, or one on a server that turned read-only, is never pooled again.
+      if (!lost && isUnavailable(err)) failed = err as Error;
+      if (!lost && !failed) await client.query('rollback').catch(() => undefined);
+      throw this.translate(err, recoveries, phase);
     } finally {
       client.removeListener('error', onError);
-      client.release(lost);
+      client.release(lost ?? failed);
     }
   }
 
@@ -217,7 +260,7 @@ export class Database extends EventEmitter {
    * refused while PostgreSQL was down, answered after the probe found it
    * back) is that outage's, and does not open a new one.
    */
-  translate(err: unknown, since = this.recoveries): unknown {
+  translate(err: unknown, since = this.recoveries, phase: 'work' | 'commit' = 'work'): unknown {
     if (err instanceof QueenError) return err;
     // pg-pool words a wait for a busy pool like a connection that could not
     // be made. With every connection open and at work, PostgreSQL is there:
@@ -228,6 +271,11 @@ export class Database extends EventEmitter {
     }
     if (isUnavailable(err)) {
       if (since === this.recoveries) this.markDown(err);
+      // The session died while its COMMIT was on the way: PostgreSQL may have
+      // committed it (and, with a synchronous standby, the new primary has it).
+      // A read-only refusal (25006) applied nothing.
+      const code = (err as { code?: string }).code;
+      if (phase === 'commit' && code !== '25006' && code !== '57P03') return new QueenError('DB_OUTCOME_UNKNOWN', undefined, { cause: err });
       return new QueenError('DB_UNAVAILABLE', undefined, { cause: err });
     }
     // The database is up but did not finish in time (overload, a lock held

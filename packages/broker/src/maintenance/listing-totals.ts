@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
-import { QueenError } from '@queen-mq/protocol';
 import type { ListingTotals } from '../context/context.js';
-import type { Database } from '../db/database.js';
+import { isOutage, type Database } from '../db/database.js';
 import { LISTING_TOTALS_REFRESH_SQL } from '../sql/queen.listing_totals_refresh_v1.js';
 
 /** Partitions per recount statement: one statement holds the recount lock for what it counts. */
@@ -180,7 +179,7 @@ export class ListingTotalsKeeper implements ListingTotals {
     this.running = this.pass(scope)
       .catch((err: unknown) => {
         // An outage is logged once, by the Database; what was pending waits for it to end.
-        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) this.log.warn({ err }, 'listing totals not recounted; tried again later');
+        if (!isOutage(err)) this.log.warn({ err }, 'listing totals not recounted; tried again later');
       })
       .finally(() => {
         this.lastMs = Date.now() - started;

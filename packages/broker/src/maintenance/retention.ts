@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
+import type { MaintenanceRunResult, MaintenanceTask } from '@queen-mq/protocol';
+import { isOutage } from '../db/database.js';
 import type { BrokerContext, HookedMaintenanceTask, MaintenanceTaskRunner } from '../context/context.js';
 import { PARTITION_CLEANUP_SQL, type PartitionCleanupRow } from '../sql/queen.log_partition_cleanup_v1.js';
 import { RETENTION_CANDIDATES_SQL, type RetentionCandidateRow } from '../sql/queen.log_retention_candidates_v1.js';
@@ -138,7 +139,7 @@ export function retentionService(ctx: BrokerContext): { stop(): Promise<void> } 
         if (r && (r.retention.segmentsDropped || r.partitions.deleted)) ctx.log.info(r, 'maintenance pass');
       })
       .catch((err) => {
-        if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) ctx.log.warn({ err }, 'maintenance pass failed');
+        if (!isOutage(err)) ctx.log.warn({ err }, 'maintenance pass failed');
       })
       .finally(() => {
         running = undefined;

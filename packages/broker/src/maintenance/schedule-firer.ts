@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { QueenError, type ScheduleMissed } from '@queen-mq/protocol';
+import type { ScheduleMissed } from '@queen-mq/protocol';
+import { isOutage } from '../db/database.js';
 import type { BrokerContext } from '../context/context.js';
 import { allocatorItems, appendStatement, partitionsByQueue } from '../log/push.js';
 import type { AllocatorItem, AllocatorResult } from '../sql/queen.log_append_v1.js';
@@ -198,7 +199,7 @@ export function scheduleService(ctx: BrokerContext): { stop(): Promise<void> } {
           }
           if (until !== null) wait = Math.min(maxSleep, Math.max(until <= 0 ? retryAfter - Date.now() : Math.ceil(until), 1));
         } catch (err) {
-          if (!(err instanceof QueenError && err.code === 'DB_UNAVAILABLE')) ctx.log.warn({ err }, 'schedule fire pass failed');
+          if (!isOutage(err)) ctx.log.warn({ err }, 'schedule fire pass failed');
           wait = RETRY_MS;
         }
       }

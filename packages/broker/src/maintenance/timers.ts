@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { QueenError } from '@queen-mq/protocol';
+import { isOutage } from '../db/database.js';
 import { setMaintenanceTask, type BrokerContext } from '../context/context.js';
 import { encryptionAvailable, encryptPayload } from '../log/encryption.js';
 
@@ -10,7 +10,7 @@ import { encryptionAvailable, encryptPayload } from '../log/encryption.js';
 const FIRE_BATCH = 500;
 
 function isDbUnavailable(err: unknown): boolean {
-  return err instanceof QueenError && err.code === 'DB_UNAVAILABLE';
+  return isOutage(err);
 }
 
 interface FireResult {

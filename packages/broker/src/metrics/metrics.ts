@@ -177,6 +177,26 @@ export function createMetrics(ctx: MetricsSources): BrokerMetrics {
   }
   const streamQueries = new StreamCounters();
   registerStreamQuerySeries(ctx, streamQueries, registers, collectErrors, topN);
+  new Counter({
+    name: 'queen_db_failovers_total',
+    help: 'Times the broker followed a new primary (the writable host of a multi-host DATABASE_URL changed)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(ctx.db.router.failovers);
+    },
+  });
+  new Gauge({
+    name: 'queen_db_primary',
+    help: 'The PostgreSQL host the broker writes to (host:port), 1; no series while none is known to be writable',
+    labelNames: ['host'],
+    registers,
+    collect() {
+      this.reset();
+      const primary = ctx.db.router.primary;
+      if (primary) this.set({ host: primary }, 1);
+    },
+  });
   new Gauge({
     name: 'queen_db_pool_connections',
     help: 'PostgreSQL pool connections by state (total, idle, active, waiting requests)',

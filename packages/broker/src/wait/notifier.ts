@@ -54,7 +54,9 @@ export class PushNotifier {
   }
 
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, keepAlive: true, keepAliveInitialDelayMillis: 10000, application_name: 'queen-listen' });
+    // Through the Database's Client class: LISTEN goes to the primary, and after a failover to the new one.
+    const Client = this.db?.Client ?? pg.Client;
+    const client = new Client({ connectionString: this.db?.router.baseUrl ?? this.url, keepAlive: true, keepAliveInitialDelayMillis: 10000, application_name: 'queen-listen' });
     let backendPid = 0;
     client.on('notification', (msg) => {
       // Our own publishes come back too; the local wake-up already happened.
