@@ -75,7 +75,7 @@ async function rowsReadByPop(queue: string) {
     const before = await read();
     const { rows } = await c.query(
       `select m.* from queen.pop_target_v1($1, null) t,
-              queen.log_pop_v3(t.queue_id, null, $2, 1, 1, true, $3::uuid) m where m.msg_offset is not null`,
+              queen.log_pop_v4(t.queue_id, null, $2, 1, 1, true, $3::uuid) m where m.msg_offset is not null`,
       [queue, QUEUE_MODE, randomUUID()],
     );
     const after = await read();

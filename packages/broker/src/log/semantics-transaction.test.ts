@@ -215,7 +215,7 @@ describe('cursor creation order', () => {
     try {
       await ack.query('begin');
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g')", [low]);
-      const popped = popper.query("select partition_id from queen.log_pop_v3($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
+      const popped = popper.query("select partition_id from queen.log_pop_v4($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
       await sleep(300);
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g') on conflict do nothing", [high]);
       await ack.query("select 1 from queen.cursors where partition_id = any($1) and consumer_group = 'g' order by partition_id for update", [[low, high]]);
