@@ -215,3 +215,66 @@ describe('partition weights', () => {
     expect((await configure(queue, {})).options).toMatchObject({ claimOrder: 'oldest', partitionWeights: {}, conflatedGroups: [] });
   });
 });
+
+describe('conflation', () => {
+  async function groupLag(group: string, queue: string) {
+    const r = await b.http('GET', `/api/v1/consumer-groups/${group}?queue=${queue}`);
+    expect(r.status).toBe(200);
+    return Object.fromEntries((r.body.partitions as { partition: string; lag: number; cursor: string }[]).map((p) => [p.partition, { lag: p.lag, cursor: p.cursor }]));
+  }
+  async function listedLag(group: string, queue: string) {
+    const r = await b.http('GET', `/api/v1/consumer-groups?search=${group}`);
+    expect(r.status).toBe(200);
+    return (r.body as { name: string; queues: { queue: string; lag: number }[] }[]).find((g) => g.name === group)!.queues.find((q) => q.queue === queue)!.lag;
+  }
+
+  it('a conflated group gets the newest of N messages of each partition; its ack leaves lag 0; another group still gets every message', async () => {
+    const queue = uniqueName('conflate');
+    const latest = uniqueName('latest');
+    const every = uniqueName('every');
+    expect((await configure(queue, { conflatedGroups: [latest] })).options.conflatedGroups).toEqual([latest]);
+    await push([...flood(queue, 'price-a', 20), ...flood(queue, 'price-b', 7)]);
+
+    const got = await pop(queue, `consumerGroup=${latest}&partitions=10`);
+    expect(got.map((m) => [m.partition, (m.data as { i: number }).i]).sort()).toEqual([['price-a', 19], ['price-b', 6]]);
+    // Before the ack: the group receives one message of each partition.
+    expect(await groupLag(latest, queue)).toEqual({ 'price-a': { lag: 1, cursor: '0' }, 'price-b': { lag: 1, cursor: '0' } });
+    expect(await listedLag(latest, queue)).toBe(2);
+    await ack(got, latest);
+    expect(await groupLag(latest, queue)).toEqual({ 'price-a': { lag: 0, cursor: '20' }, 'price-b': { lag: 0, cursor: '7' } });
+    expect(await listedLag(latest, queue)).toBe(0);
+    expect(await pop(queue, `consumerGroup=${latest}`)).toEqual([]);
+
+    // Three more on one partition: the newest of those three, once.
+    await push(flood(queue, 'price-a', 3));
+    const next = await pop(queue, `consumerGroup=${latest}&partitions=10`);
+    expect(next.map((m) => [m.partition, m.offset, (m.data as { i: number }).i])).toEqual([['price-a', '23', 2]]);
+    await ack(next, latest);
+    expect((await groupLag(latest, queue))['price-a']).toEqual({ lag: 0, cursor: '23' });
+
+    // A group the queue does not conflate reads every message, in order.
+    const seen = new Map<string, bigint>();
+    let n = 0;
+    for (let i = 0; i < 5; i++) {
+      const m = await pop(queue, `consumerGroup=${every}`);
+      checkOrder(seen, m);
+      n += m.length;
+      await ack(m, every);
+    }
+    expect(n).toBe(30);
+  }, 60_000);
+
+  it('autoAck: a conflated pop consumes everything behind the newest message', async () => {
+    const queue = uniqueName('conflate-auto');
+    await configure(queue, { conflatedGroups: ['__QUEUE_MODE__'] });
+    await push(flood(queue, 'device-1', 12));
+    const got = await pop(queue, 'autoAck=true');
+    expect(got.map((m) => (m.data as { i: number }).i)).toEqual([11]);
+    expect(await pop(queue, 'autoAck=true')).toEqual([]);
+    const { rows } = await b.sql.query(
+      `select c.cursor_offset::int as c from queen.cursors c join queen.partitions p on p.id = c.partition_id where p.queue_name = $1 and c.consumer_group = '__QUEUE_MODE__'`,
+      [queue],
+    );
+    expect(rows).toEqual([{ c: 12 }]);
+  });
+});
