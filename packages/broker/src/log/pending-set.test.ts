@@ -102,8 +102,9 @@ describe('wildcard pop reads the pending set', () => {
     expect(w.read).toBeLessThanOrEqual(s.read + 4);
   });
 
-  it('serves the partition whose oldest pending message is oldest once the group is listed', async () => {
+  it("serves the partition whose oldest pending message is oldest once the group is listed (claimOrder 'oldest')", async () => {
     const queue = uniqueName('order');
+    expect((await b.http('POST', '/api/v1/configure', { queue, options: { claimOrder: 'oldest' } })).status).toBe(200);
     // 'later' is created first (the lower id), so an order by id alone would pick it.
     await push(queue, 'later');
     await ack(await pop(queue));
@@ -114,8 +115,9 @@ describe('wildcard pop reads the pending set', () => {
     expect(m.partition).toBe('earlier');
   });
 
-  it('a partition pending for long but consumed since is served by its oldest message left, not by when it became pending', async () => {
+  it("a partition pending for long but consumed since is served by its oldest message left, not by when it became pending (claimOrder 'oldest')", async () => {
     const queue = uniqueName('fair');
+    expect((await b.http('POST', '/api/v1/configure', { queue, options: { claimOrder: 'oldest' } })).status).toBe(200);
     await push(queue, 'a', 'a1');
     await new Promise((r) => setTimeout(r, 10));
     await push(queue, 'b', 'b1');
