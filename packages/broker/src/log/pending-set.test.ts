@@ -229,6 +229,38 @@ describe('wildcard pop reads the pending set', () => {
     await push(queue, 'a', 3);
     expect((await pop(queue)).map((m) => m.data)).toEqual([3]);
   });
+
+  it('a push leaves a row it finds as it is; a stale drained row is not dropped while a push holds its partition', async () => {
+    const queue = uniqueName('held');
+    await push(queue, 'a', 1);
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([1]);
+    const pid = (await b.sql.query(`select id from queen.partitions where queue_name = $1 and name = 'a'`, [queue])).rows[0].id as string;
+    const row = async () => (await b.sql.query(`select head_offset::int as h, since from queen.pending where partition_id = $1`, [pid])).rows;
+    const [before] = await row();
+    // A push to a partition already pending writes no row version.
+    await push(queue, 'a', 2);
+    expect(await row()).toEqual([before]);
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([2]);
+    // Drained and stale, while a push to it is open on another connection: kept.
+    await b.sql.query(`update queen.pending set since = since - interval '1 minute' where partition_id = $1`, [pid]);
+    const holder = await b.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query({ ...PUSH_RUN_SQL, values: [pid, JSON.stringify([{ payload: 3 }]), null] });
+      expect(await pop(queue)).toEqual([]);
+      expect(await row()).toHaveLength(1);
+      await holder.query('commit');
+    } finally {
+      holder.release();
+    }
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([3]);
+    // Drained and stale with no push: dropped; the next push writes it again.
+    expect(await pop(queue)).toEqual([]);
+    expect(await row()).toEqual([]);
+    await push(queue, 'a', 4);
+    expect(await row()).toHaveLength(1);
+    expect((await pop(queue)).map((m) => m.data)).toEqual([4]);
+  });
 });
 
 describe('pending set under concurrency', () => {
