@@ -201,7 +201,9 @@ describe('cursor creation order', () => {
     // (uncommitted) and creates H's next, as acks do: in id order. A pop that
     // created L's cursor only after claiming H would wait on the ack while
     // the ack waits on H: a deadlock. Cursors are created first, in id order.
+    // (claimOrder 'oldest': the pop claims by oldest message, H before L.)
     const q = uniqueName('curs');
+    expect((await b.http('POST', '/api/v1/configure', { queue: q, options: { claimOrder: 'oldest' } })).status).toBe(200);
     const { rows } = await b.sql.query('select partition_id, queue_id from queen.ensure_partitions_v1($1::jsonb) order by partition_id', [
       JSON.stringify([{ queue: q, partition: 'a' }, { queue: q, partition: 'b' }]),
     ]);
