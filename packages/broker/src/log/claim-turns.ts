@@ -17,7 +17,7 @@ interface Turns {
 }
 
 /** The turn a wildcard pop passes to the pop statement. */
-export interface ClaimTurn {
+interface ClaimTurn {
   after: string | null;
   again: string[] | null;
 }
