@@ -20,7 +20,7 @@
 // of 97 MB after the warm-up, 98 instead of 103 MB at the end-to-end peak.
 //
 // It trades throughput for that memory: the same build without it drained
-// faster in bench/versus-build.mjs (packages/broker/README.md, Performance).
+// faster in bench/versus-build.mjs (docs/performance.md).
 // QUEEN_FIXED_YOUNG_GENERATION=false leaves V8's default growth on.
 import { setFlagsFromString } from 'node:v8';
 

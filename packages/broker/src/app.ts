@@ -1,12 +1,12 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import { QueenError, type AccessLevel } from '@queen-mq/protocol';
+import { QueenError } from '@queen-mq/protocol';
 import { ackRoutes } from './log/ack.js';
 import { registerAuth } from './http/auth.js';
 import { MAX_JSON_DEPTH, isJsonBody, nestsDeeperThan, unstorableFields } from './http/http.js';
 import { registerOriginGuards } from './http/origin.js';
 import { requestLogger } from './http/request-logger.js';
 import { discardBound, keepForUnreadBody } from './http/unread-body.js';
-import type { BrokerContext } from './context.js';
+import type { BrokerContext } from './context/context.js';
 import { groupRoutes } from './admin/groups.js';
 import { configureRoutes } from './admin/configure.js';
 import { queueDeleteRoutes } from './admin/queue-delete.js';
@@ -16,8 +16,7 @@ import { dlqRoutes } from './admin/dlq.js';
 import { transactionRoutes } from './log/transaction.js';
 import { maintenanceRoutes } from './admin/maintenance.js';
 import { leaseRoutes } from './log/lease.js';
-import { metricsRoutes } from './metrics/metrics.js';
-import { opsRoutes } from './http/ops.js';
+import { metricsRoutes, opsRoutes } from './http/ops.js';
 import { popRoutes } from './log/pop.js';
 import { pushRoutes } from './log/push.js';
 import { queueRoutes } from './admin/queues.js';
@@ -28,22 +27,7 @@ import { streamStateRoutes } from './streams/state.js';
 import { consoleApiRoutes } from './admin/console.js';
 import { scheduleRouteHandlers } from './admin/schedules.js';
 import { streamInspectRoutes } from './streams/inspect.js';
-import { streamCounterRoutes } from './metrics/stream-counters.js';
-
-/** Who is calling: set by the auth hook; null subject when auth is off. */
-export interface Principal {
-  level: AccessLevel;
-  subject: string | null;
-}
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    principal?: Principal;
-  }
-  interface FastifyContextConfig {
-    level?: AccessLevel;
-  }
-}
+import { streamCounterRoutes } from './streams/counters.js';
 
 /** A broker feature: registers its routes (and hooks) on the app. */
 export type BrokerPlugin = (app: FastifyInstance, ctx: BrokerContext) => void | Promise<void>;

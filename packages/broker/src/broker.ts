@@ -3,16 +3,16 @@ import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp, type BrokerPlugin } from './app.js';
-import { readConfig, type BrokerConfig } from './config.js';
-import type { BrokerContext } from './context.js';
+import { readConfig, type BrokerConfig } from './context/config.js';
+import type { BrokerContext } from './context/context.js';
 import { Database } from './db/database.js';
 import { checkEncryptionKey, createEncryptionState } from './log/encryption.js';
 import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './db/embedded-postgres.js';
 import { brokerMigrations, expectedVersion, migrate, type MigrationSource } from './db/migrate.js';
-import { createMetrics, type BrokerMetrics } from './metrics/metrics.js';
-import { PushNotifier } from './log/notifier.js';
-import { PartitionDirectory } from './log/partitions.js';
-import { ListingTotals, uncountedQueues } from './maintenance/listing-totals.js';
+import { createMetrics } from './metrics/metrics.js';
+import { PushNotifier } from './wait/notifier.js';
+import { PartitionDirectory } from './db/partitions.js';
+import { ListingTotalsKeeper, uncountedQueues } from './maintenance/listing-totals.js';
 import { StatisticsKeeper } from './db/statistics.js';
 import { retentionService } from './maintenance/retention.js';
 import { scheduleService } from './maintenance/schedule-firer.js';
@@ -85,27 +85,26 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   await notifier.start();
 
   const shutdown = new AbortController();
-  const base = {
+  const totals = new ListingTotalsKeeper(db, log, config.listingTotalsMs);
+  const ctx: BrokerContext = {
     config,
     db,
     notifier,
     partitions: new PartitionDirectory(db, undefined, (n) => statistics.noteCreated(n)),
-    totals: new ListingTotals(db, log, config.listingTotalsMs),
+    totals,
     log,
     shutdown: shutdown.signal,
     expectedSchemaVersion: await expectedVersion(brokerMigrations),
     startedAt: Date.now(),
     version: VERSION,
+    metrics: createMetrics({ db, log, config, totals }),
     encryption: createEncryptionState(config.encryptionKey),
     hooks: { maintenance: {} },
     timers: { heldWarned: false },
     // Replaced by the schedule firer when it starts.
     schedules: { wake: () => undefined },
   };
-  // The metrics' scrape-time gauges read through the context, so they are made with it.
-  const ctx: BrokerContext = Object.assign(base, { metrics: undefined as unknown as BrokerMetrics });
-  ctx.metrics = createMetrics(ctx);
-  notifier.onPartitionsWritten = (ids) => ctx.totals.touch(ids);
+  notifier.onPartitionsWritten = (ids) => totals.touch(ids);
   const app = await buildApp(ctx, options.plugins);
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address() as { port: number };
@@ -114,7 +113,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
   const services = [retentionService, timerService, scheduleService, ...(options.services ?? [])].map((start) => start(ctx));
   // Queues without totals yet (made before migration 029, or by SQL) are counted whole, in the background.
   void uncountedQueues(db)
-    .then((names) => ctx.totals.addUncounted(names))
+    .then((names) => totals.addUncounted(names))
     .catch((err: unknown) => log.warn({ err }, 'queues without listing totals not looked up'));
 
   let closing: Promise<void> | undefined;
@@ -126,7 +125,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<RunningB
       const httpClosed = app.close();
       shutdown.abort();
       notifier.wakeAll();
-      await Promise.all([...services.map((s) => s.stop()), ctx.totals.stop()]);
+      await Promise.all([...services.map((s) => s.stop()), totals.stop()]);
       await httpClosed;
       await notifier.close();
       await db.close();

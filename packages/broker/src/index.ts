@@ -1,11 +1,10 @@
 export { startBroker, type BrokerOptions, type RunningBroker } from './broker.js';
-export type { BrokerPlugin, Principal } from './app.js';
-export { readConfig, type BrokerConfig } from './config.js';
-export type { BrokerContext } from './context.js';
+export type { BrokerPlugin } from './app.js';
+export type { Principal } from './http/auth.js';
+export { readConfig, type BrokerConfig } from './context/config.js';
 export { Database } from './db/database.js';
 export { startEmbeddedPostgres, freePort, type EmbeddedPostgresHandle, type EmbeddedPostgresOptions } from './db/embedded-postgres.js';
 export { migrate, brokerMigrations, checksumList, checksumOf, functionFiles, MigrationChangedError, type MigrationSource } from './db/migrate.js';
 export { registerRoute, type Input } from './http/http.js';
-export { setTransactionKv, type TransactionKv } from './log/transaction.js';
-export { setMaintenanceTask, type HookedMaintenanceTask, type MaintenanceTaskRunner } from './maintenance/retention.js';
+export { setMaintenanceTask, setTransactionKv, type BrokerContext, type HookedMaintenanceTask, type MaintenanceTaskRunner, type TransactionKv } from './context/context.js';
 export type { BrokerMetrics } from './metrics/metrics.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// Queen-client compatibility (issue 15 item 3, PROTOCOL §1.1 "null means
+// Queen-client compatibility (PROTOCOL §1.1 "null means
 // absent"): the bodies and query strings Queen v1's own clients send
 // (client-js src/Queen.ts ack(), TransactionBuilder, QueueBuilder.create()
 // and pop(), client-py ack()), which fill every field they do not set with

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, optionsStoredWhenSet, QueenError, queueOptionDefaults, type ConfigureBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { encryptionAvailable, forgetEncryptionFlags } from '../log/encryption.js';
 import { registerRoute } from '../http/http.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { consoleRoutes, QueenError } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { readPayload } from '../log/encryption.js';
 import { registerRoute } from '../http/http.js';
 import { NAME_MATCHES } from './listing-search.js';

@@ -1,5 +1,5 @@
 import { errorMessage, type DlqRequeueBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { encryptedQueues, encryptPayload } from '../log/encryption.js';
 import { tally } from '../metrics/metrics.js';
 

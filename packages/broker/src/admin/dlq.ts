@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { adminRoutes, type DlqIdsBody, type DlqQuery } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { readPayload } from '../log/encryption.js';
 import { requeueDlq } from './dlq-requeue.js';
 import { registerRoute } from '../http/http.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, routes } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
 export function groupRoutes(app: FastifyInstance, ctx: BrokerContext): void {

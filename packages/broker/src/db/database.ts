@@ -2,7 +2,6 @@ import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
-import type { BrokerConfig } from '../config.js';
 
 // int8 stays a string (offsets are decimal strings on the wire); timestamps are
 // formatted by queen.iso() in SQL, so no Date conversion is needed here.
@@ -33,12 +32,18 @@ export interface NamedStatement {
 const PROBE_FIRST_MS = 100;
 const PROBE_MAX_MS = 1000;
 
-/** What the pool needs from the broker settings. */
-type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'segmentMaxAgeS'> &
-  Partial<Pick<BrokerConfig, 'statementTimeoutMs'>> & {
-    /** How long a request waits for a pool connection. Default 5000 ms. */
-    poolWaitMs?: number;
-  };
+/** What the pool needs from the broker settings (BrokerConfig has each field under the same name). */
+interface DatabaseConfig {
+  /** Connections in the pool. */
+  poolSize: number;
+  /** Where a partition's open segment closes, set on every session (queen.segment_max_*). */
+  segmentMaxMessages: number;
+  segmentMaxAgeS: number;
+  /** A statement's longest run, 0 = none. Default 30000 ms. */
+  statementTimeoutMs?: number;
+  /** How long a request waits for a pool connection. Default 5000 ms. */
+  poolWaitMs?: number;
+}
 
 /**
  * The pool plus the one place that knows whether PostgreSQL is up. Any
@@ -47,7 +52,7 @@ type DatabaseConfig = Pick<BrokerConfig, 'poolSize' | 'segmentMaxMessages' | 'se
  * once), as does any new connection PostgreSQL accepts meanwhile. Not a
  * statement that succeeds meanwhile: while PostgreSQL shuts down it ends its
  * sessions one by one, so a statement can still succeed on a session not
- * yet ended, and the outage was logged as over 10 ms after it began, then
+ * yet ended, and the outage was logged as over within moments of its start, then
  * again as begun (a shutting-down server refuses new connections, so a
  * connection accepted is proof). Background services
  * consult `available` and skip their passes while it is false; `/health`

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { embeddedPasswordFile, startEmbeddedPostgres, type EmbeddedPostgresHandle } from './embedded-postgres.js';
 
 // The embedded PostgreSQL's superuser gets a random password per data
-// directory, stored 0600 beside it and reused on restart (issue 13 item 4).
+// directory, stored 0600 beside it and reused on restart.
 
 const dir = mkdtempSync(join(tmpdir(), 'queen-pw-'));
 const dataDir = join(dir, 'pg');

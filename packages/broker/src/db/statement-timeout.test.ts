@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueenError } from '@queen-mq/protocol';
 import { Database } from './database.js';
-import { setMaintenanceTask } from '../maintenance/retention.js';
+import { setMaintenanceTask } from '../context/context.js';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
 // QUEEN_STATEMENT_TIMEOUT_MS bounds ordinary statements on the server; a

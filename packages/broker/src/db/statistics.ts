@@ -9,7 +9,7 @@ export const CREATED_PER_CHECK = 1_000;
 
 /**
  * Keeps the planner's row counts of the partition tables current while
- * clients create partitions (issue 31). Autovacuum analyzes a fresh
+ * clients create partitions. Autovacuum analyzes a fresh
  * database while these tables hold a few rows on one page; plans made then
  * (a connection keeps each statement's plan until the statistics change)
  * scan tables or whole indexes that suit a few rows, and a join over a

@@ -3,7 +3,7 @@ import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Authenticator } from './auth.js';
-import { readConfig } from '../config.js';
+import { readConfig } from '../context/config.js';
 
 const SECRET = 'auth-test-secret-0123456789abcdef0123456789';
 const ISSUER = 'queen-tests';

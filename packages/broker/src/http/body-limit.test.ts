@@ -12,9 +12,9 @@ import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/t
 // the reset was a race that some runs won.
 
 const LIMIT = 64 * 1024;
-/** Far past the socket buffers on both sides, so the client is still writing when the answer comes; past the 1 MiB the broker discards. */
+/** Far past the socket buffers on both sides, so the client is still writing when the answer comes; past the limit and the 1 MiB past it the broker discards. */
 const BIG = 4 * 1024 * 1024;
-/** Within the 1 MiB the broker discards after refusing: it reads the whole body and keeps the connection. */
+/** Within what the broker discards after refusing (the limit and 1 MiB past it): it reads the whole body and keeps the connection. */
 const WITHIN_BOUND = 768 * 1024;
 const RUNS = 20;
 
@@ -201,5 +201,62 @@ describe('X3 a body over QUEEN_MAX_BODY_BYTES always gets a readable 413', () =>
     });
     expect(result.status).toBe(413);
     expect(result.written).toBeLessThan(64 * 1024 * 1024);
+  });
+});
+
+describe('X3 node:http sending a body over a limit of 1 MiB or more', () => {
+  // At a limit of 1 MiB or more (the default is 10 MiB) a body over it was
+  // past the discard bound too, so the broker cut the connection it had
+  // just answered with keep-alive; node:http, still writing on a socket it
+  // kept, raised the write error as an uncaught exception: a user's process
+  // ended. Each run is counted at process level, after the broker's linger.
+  const BIG_LIMIT = 4 * 1024 * 1024;
+  const TRIES = 5;
+  let big: TestBroker;
+  beforeAll(async () => {
+    big = await startTestBroker({ config: { maxBodyBytes: BIG_LIMIT } });
+  });
+  afterAll(async () => {
+    await big?.stop();
+  });
+
+  /** node:http's default way: the whole body handed over at once, Content-Length set, an 'error' listener on the request. */
+  function postAtOnce(body: string): Promise<Outcome> {
+    return new Promise((resolve) => {
+      const url = new URL(`${big.url}/api/v1/push`);
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+      req.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
+      req.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, code: JSON.parse(Buffer.concat(chunks).toString()).code }));
+      });
+      req.end(body);
+    });
+  }
+
+  async function triesWithoutUncaught(bytes: number) {
+    const uncaught: string[] = [];
+    const count = (err: Error) => uncaught.push((err as NodeJS.ErrnoException).code ?? err.message);
+    process.prependListener('uncaughtException', count);
+    try {
+      const outcomes: Outcome[] = [];
+      for (let i = 0; i < TRIES; i++) {
+        outcomes.push(await postAtOnce(pushBody(uniqueName('over'), bytes)));
+        // Past the broker's linger: a cut connection shows its write error by then.
+        await sleep(2500);
+      }
+      expect({ outcomes, uncaught }).toEqual({ outcomes: Array.from({ length: TRIES }, () => ({ status: 413, code: 'PAYLOAD_TOO_LARGE' })), uncaught: [] });
+    } finally {
+      process.removeListener('uncaughtException', count);
+    }
+  }
+
+  it('a body one byte over the limit: a 413 each time, no uncaught EPIPE', async () => {
+    await triesWithoutUncaught(BIG_LIMIT + 1);
+  });
+
+  it('a body past the discard bound (three times the limit): a 413 each time, no uncaught EPIPE', async () => {
+    await triesWithoutUncaught(3 * BIG_LIMIT);
   });
 });

@@ -1,6 +1,6 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { allRoutes, buildOpenApi, QueenError, routes, type RouteSpec } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from './http.js';
 
 /** Every route any composed plugin registered, for /openapi.json. */
@@ -80,4 +80,25 @@ export function opsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
     );
     return document;
   });
+}
+
+/**
+ * `/metrics` and its alias, plus the request counter and duration histogram
+ * (an onResponse hook; routes are labelled by their pattern, never by the raw
+ * URL, so label cardinality stays bounded).
+ */
+export function metricsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
+  const m = ctx.metrics;
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    m.httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
+    m.httpDuration.observe({ route }, reply.elapsedTime / 1000);
+  });
+  const handler = async ({ reply }: { reply: FastifyReply }) => {
+    const text = await m.registry.metrics();
+    reply.header('content-type', m.registry.contentType);
+    return text;
+  };
+  registerRoute(app, routes.metrics, handler);
+  registerRoute(app, routes.metricsAlias, handler);
 }

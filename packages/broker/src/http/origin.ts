@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { QueenError } from '@queen-mq/protocol';
-import { checkCorsOrigins, type BrokerConfig } from '../config.js';
+import { checkCorsOrigins, type BrokerConfig } from '../context/config.js';
 
 // What a web page may do to a broker (PROTOCOL §1.1). A broker on a
 // developer's machine runs with auth off, so the browser is the attacker's

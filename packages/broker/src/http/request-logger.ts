@@ -7,10 +7,10 @@ type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
  * The logger fastify hands each request (`request.log`, `reply.log`), made
  * only when the request logs something. Fastify's default is a pino child
  * per request (the child, its formatters and its bindings as a chain of
- * concatenated strings: about 0.35 KB a request). Nearly every request logs
- * nothing (request logging is off), and a parked long-poll pop keeps its
- * request for up to its whole timeout: with 10,000 parked, 3.5 MB of
- * loggers that never log (issue 31). What a request does log carries the
+ * concatenated strings). Nearly every request logs nothing (request
+ * logging is off), and a parked long-poll pop keeps its request for up to
+ * its whole timeout: with thousands parked, as many loggers that never
+ * log. What a request does log carries the
  * same bindings (its reqId) as before.
  */
 class RequestLogger {

@@ -4,10 +4,10 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Authenticator, bearerToken } from './auth.js';
-import { readConfig } from '../config.js';
+import { readConfig } from '../context/config.js';
 import { registerOriginGuards } from './origin.js';
 
-// Safe defaults (issue 13 item 4, PROTOCOL §1.1/§1.2): what a web page the
+// Safe defaults (PROTOCOL §1.1/§1.2): what a web page the
 // developer has open, or a slow or greedy client, can do to a broker. Over
 // real HTTP with node:http, which lets a test send the Host, Origin and
 // Sec-Fetch-Site headers a browser would.

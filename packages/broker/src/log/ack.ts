@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { ackResultsOf, routes, type AckAnswer, type AckItem, type AckResult } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { tally } from '../metrics/metrics.js';
-import type { WaitRoom } from './wait-room.js';
+import type { WaitRoom } from '../wait/wait-room.js';
 import { ACK_SQL, ackParams, type AckCall, type AckRow, type AckRun } from '../sql/queen.log_ack_v2.js';
 
 /** An offset as PostgreSQL prints a bigint: the answer repeats the item's own. */

@@ -1,4 +1,4 @@
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 
 /**
  * Where each (queue, consumer group) stands in the round a fair wildcard pop

@@ -4,7 +4,7 @@ import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing'
 // A `failed` ack that dead-letters ends the lease, like one below the retry
 // limit (PROTOCOL §3.4, §5.5): the consumer that sent it has given the batch
 // back, so the messages after the dead-lettered one are poppable at once —
-// not after the lease runs out (issue 13: reported as "dead-letter leaves the
+// not after the lease runs out (reported as "dead-letter leaves the
 // partition leased"). Every lease here is 60 s, so a test that waited for
 // expiry would time out.
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { readConfig } from '../config.js';
+import { readConfig } from '../context/config.js';
 import { PayloadCipher } from './encryption.js';
 
 // Encryption at rest (PROTOCOL §5.1 encryptionEnabled, scenario B46) over

@@ -1,8 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { QueenError } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext, EncryptionState, QueueFlags } from '../context/context.js';
 import type { Database } from '../db/database.js';
-import { ClockCache } from './clock-cache.js';
+import { ClockCache } from '../db/clock-cache.js';
 
 // Encryption at rest (PROTOCOL §5.1 `encryptionEnabled`): payloads of a queue
 // with the option are encrypted here, in the broker, at every edge where they
@@ -56,13 +56,6 @@ const FLAG_TTL_MS = 5000;
 /** Queue flags cached per broker at most (queue names are the clients' choice). */
 export const FLAG_CACHE_MAX = 10_000;
 
-/** One broker's encryption state: its key and its cache of queue flags (BrokerContext.encryption). */
-export interface EncryptionState {
-  cipher: PayloadCipher | null;
-  /** Per queue: encryptionEnabled and maxSize (0 = unbounded), read together; see queueFlags. */
-  flags: ClockCache<string, QueueFlags>;
-}
-
 /**
  * The encryption state of a new broker. Tests run several brokers in one
  * process with different keys, so it lives on each BrokerContext. Throws on
@@ -82,14 +75,6 @@ export function forgetEncryptionFlags(ctx: BrokerContext, queue?: string): void 
   const { flags } = ctx.encryption;
   if (queue === undefined) flags.clear();
   else flags.delete(queue);
-}
-
-/** The options of a queue the push path needs, cached together (one read per queue per FLAG_TTL_MS). */
-interface QueueFlags {
-  encrypted: boolean;
-  /** maxSize; 0 = unbounded. */
-  maxSize: number;
-  at: number;
 }
 
 /**

@@ -9,7 +9,7 @@ import { POP_SQL } from '../sql/queen.log_pop_v4.js';
 // pop and ack send to PostgreSQL. A push to one partition is one call of the
 // allocator, queen.log_append_v1; one over several partitions goes through
 // queen.log_push_many_v1. An ack is one call of queen.log_ack_v2, a pop's
-// run that its cheapest check declines included (issue 30: it used to come
+// run that its cheapest check declines included (it used to come
 // back for a second statement); an untraced pop is one statement, and only a
 // pop that claimed traced messages reads their traceparents in a second.
 

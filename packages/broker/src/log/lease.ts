@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { errorMessage, isErrorCode, routes } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
 export function leaseRoutes(app: FastifyInstance, ctx: BrokerContext): void {

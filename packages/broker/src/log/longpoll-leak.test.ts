@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { PushNotifier } from './notifier.js';
+import { PushNotifier } from '../wait/notifier.js';
 
 // Long-poll waits must leave nothing behind on the broker-lifetime shutdown
 // signal. AbortSignal.any([request, shutdown]) per wait did: on Node 20 the

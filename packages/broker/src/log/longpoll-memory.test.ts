@@ -4,7 +4,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// What a parked long-poll pop costs the broker's heap (issue 31: 10,000
+// What a parked long-poll pop costs the broker's heap (thousands of
 // pops parked on as many queues took the broker from 83 to 190 MB RSS).
 // The pops come from another process, each on its own connection, so the
 // heap measured here is the broker's alone.

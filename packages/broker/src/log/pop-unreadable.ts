@@ -1,5 +1,5 @@
 import { QueenError, type PopQuery } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { tryReadPayload, type UnreadableReason } from './encryption.js';
 
 // What a pop does with claimed messages it cannot read (encryption never

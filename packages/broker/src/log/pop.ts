@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { popQuery, routes, type PopQuery } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from '../http/http.js';
-import { Waiter } from './wait-room.js';
+import { Waiter } from '../wait/wait-room.js';
 import { POP_SQL, type PopAnswerRow, type PopRow } from '../sql/queen.log_pop_v4.js';
 import { TRACEPARENTS_SQL, type TraceparentRow } from '../sql/queen.message_traceparents_v1.js';
 import { claimTurn, noteClaim } from './claim-turns.js';
@@ -144,8 +144,8 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
  * An object with methods rather than an async function awaiting the room:
  * while it is parked, this object (its own place in the line: a Waiter) is
  * all it holds (the socket and the request are Node's and fastify's). Each
- * suspended async frame with its promise was about 0.4 KB a parked pop
- * (issue 31: 10,000 pops parked on as many queues).
+ * suspended async frame with its promise is held by every parked pop, and
+ * thousands of pops may park on as many queues.
  */
 class PendingPop extends Waiter {
   private readonly partition: string | null;
@@ -222,8 +222,8 @@ class PendingPop extends Waiter {
         if (outcome.kind === 'messages') {
           // The next pop parked in this line is woken only when PostgreSQL
           // says there is more for it: a wake-up for nothing costs a pop
-          // statement (0.34 ms p25 alone on one connection, against 0.13 ms
-          // for `select 1`) and kept consumers busy.
+          // statement (several times a bare round trip) and kept consumers
+          // busy.
           if (outcome.more) room.wakeNext(queue, q.consumerGroup, partition);
           return this.answer(200, outcome.body);
         }

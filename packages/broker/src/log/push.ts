@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { pushResultOf, QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import type { NamedStatement } from '../db/database.js';
 import { encryptedQueues, encryptPayload, queueMaxSizes } from './encryption.js';
 import { registerRoute } from '../http/http.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// Retry backoff (issue 32, PROTOCOL §3.5): a queue's retryDelay keeps a failed
+// Retry backoff (PROTOCOL §3.5): a queue's retryDelay keeps a failed
 // message from its consumer group for that long, and the partition waits
 // behind it (order per partition); without retryDelay redelivery is at once.
 // Over real HTTP against a real PostgreSQL.

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestJson, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { FLAG_CACHE_MAX, encryptedQueues } from './encryption.js';
-import { ClockCache } from './clock-cache.js';
-import { PartitionDirectory } from './partitions.js';
-import { setTransactionKv } from './transaction.js';
+import { ClockCache } from '../db/clock-cache.js';
+import { PartitionDirectory } from '../db/partitions.js';
+import { setTransactionKv } from '../context/context.js';
 
-// Caps (issue 13 item 9) over real HTTP against a real PostgreSQL: transaction
+// Caps over real HTTP against a real PostgreSQL: transaction
 // arrays, the pop byte bound, paged state/get and paged listings; and the
 // caches keyed by client-chosen names stay bounded.
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { QueenError } from '@queen-mq/protocol';
-import { setTransactionKv } from './transaction.js';
+import { setTransactionKv } from '../context/context.js';
 
 // POST /api/v1/transaction (PROTOCOL §5.7): pushes and acks in one PostgreSQL
 // transaction, over real HTTP on a real PostgreSQL.

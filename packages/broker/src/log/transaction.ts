@@ -1,29 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import type pg from 'pg';
-import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp } from '@queen-mq/protocol';
+import type { BrokerContext } from '../context/context.js';
 import { encryptedQueues } from './encryption.js';
 import { registerRoute } from '../http/http.js';
 import { allocatorItems, appendStatement } from './push.js';
-import { scheduleTimers } from '../maintenance/timers.js';
+import { scheduleTimers } from './schedule-timers.js';
 import { TRANSACTION_ACK_SQL } from '../sql/queen.log_ack_v2.js';
 import type { AllocatorResult } from '../sql/queen.log_append_v1.js';
-
-/**
- * Applies the `kv` array of a transaction (the KV plugin's, when it is
- * composed into a broker). It runs on the transaction's client, first in
- * lock order (kv rows, rank 1), answers its result array, and throws a
- * QueenError (VERSION_CONFLICT, KV_TYPE_MISMATCH, KV_MAX_EXCEEDED, ...) to
- * roll the whole transaction back: the answer is then 200
- * `{success:false, code, error, results:[], ...extra}`.
- */
-export type TransactionKv = (client: pg.PoolClient, ops: TxnKvOp[], ctx: BrokerContext) => Promise<Record<string, unknown>[]>;
-
-/** Hooks `apply` in as what a transaction's `kv` array runs through. */
-export function setTransactionKv(ctx: BrokerContext, apply: TransactionKv): void {
-  ctx.hooks.transactionKv = apply;
-}
 
 type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; kind: 'ack'; op: TxnAckOp };
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { lockShard } from '../streams/shard-lock.js';
 
-// State that expires (issue 33): a query registered with state_ttl_seconds (a
+// State that expires: a query registered with state_ttl_seconds (a
 // gate's stateTtlSeconds) has every key row that was not written for that
 // long deleted by the maintenance pass. Each (query, partition) is swept in
 // its own transaction under the locks a cycle takes, in the cycle's order

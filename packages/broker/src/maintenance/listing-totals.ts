@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { QueenError } from '@queen-mq/protocol';
+import type { ListingTotals } from '../context/context.js';
 import type { Database, NamedStatement } from '../db/database.js';
 
 /** Partitions per recount statement: one statement holds the recount lock for what it counts. */
@@ -52,7 +53,7 @@ const QUEUE_PARTITIONS_SQL = `select p.id from queen.partitions p join queen.que
  *   counted whole when it is first written or listed.
  * docs/listing-totals.md has the whole account.
  */
-export class ListingTotals {
+export class ListingTotalsKeeper implements ListingTotals {
   private partitions = new Set<string>();
   /** Partitions of queues recounted whole, a slice a pass. */
   private background = new Set<string>();

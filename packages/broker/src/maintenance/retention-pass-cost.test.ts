@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// A retention pass (PROTOCOL §3.9) costs what it drops, not what is retained
-// (issue 31): it opens a transaction for each partition with a segment due,
+// A retention pass (PROTOCOL §3.9) costs what it drops, not what is retained:
+// it opens a transaction for each partition with a segment due,
 // and none for the partitions of retained queues with nothing to drop. It
 // opened one per retained partition: a pass over 20,000 of them, nothing to
 // drop, was 20,000 transactions.

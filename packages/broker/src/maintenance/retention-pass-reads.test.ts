@@ -3,10 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
 // What a maintenance pass (PROTOCOL §3.9) reads follows what it may act on,
-// not how many partitions exist (issue 31). The statement that finds a
+// not how many partitions exist. The statement that finds a
 // retention pass's partitions (queen.log_retention_candidates_v1) probed the
-// oldest segment of every partition of every queue with retention (366 ms at
-// 100,000 partitions kept a day, nothing due), and the partition cleanup read
+// oldest segment of every partition of every queue with retention (at
+// 100,000 partitions kept a day, nothing due, all of them), and the partition cleanup read
 // every partition for the empty ones. Both now start from indexes on
 // partitions.retained_since (migration 030), which a push writes only when
 // its partition was empty. Counted in rows and index entries read

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { RETENTION_SEGMENTS_PER_TRANSACTION } from './retention.js';
 
-// Completed retention (PROTOCOL §3.9, issue 13 item 10) over HTTP on a real
+// Completed retention (PROTOCOL §3.9) over HTTP on a real
 // PostgreSQL: it keeps what any subscribed group or stream query has not read,
 // cursor row or not, and it works one partition (a few segments) per
 // transaction.

@@ -1,22 +1,7 @@
 import type pg from 'pg';
 import { QueenError, type MaintenanceRunResult, type MaintenanceTask } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext, HookedMaintenanceTask, MaintenanceTaskRunner } from '../context/context.js';
 import { deleteExpiredState, expiredStateShards } from './expired-state.js';
-
-/** The maintenance tasks (PROTOCOL §3.9) that what is composed into a broker runs, the broker's own two aside. */
-export type HookedMaintenanceTask = Exclude<MaintenanceTask, 'retention' | 'partitions'>;
-
-/**
- * A maintenance task hooked into the pass (the timer catch-up, the KV's
- * expiry purge): runs in a transaction of its own within the pass, under
- * the maintenance lock, and answers its part of the pass's result.
- */
-export type MaintenanceTaskRunner<T extends HookedMaintenanceTask = HookedMaintenanceTask> = (client: pg.PoolClient, ctx: BrokerContext) => Promise<MaintenanceRunResult[T]>;
-
-/** Hooks `run` into every maintenance pass as `task` (kept in ctx.hooks). */
-export function setMaintenanceTask<T extends HookedMaintenanceTask>(ctx: BrokerContext, task: T, run: MaintenanceTaskRunner<T>): void {
-  (ctx.hooks.maintenance as Partial<Record<T, MaintenanceTaskRunner<T>>>)[task] = run;
-}
 
 /**
  * Segments one retention transaction drops at most (default segments hold up

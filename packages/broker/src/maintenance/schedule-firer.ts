@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { QueenError, type ScheduleMissed } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { allocatorItems, appendStatement, partitionsByQueue } from '../log/push.js';
 import type { AllocatorItem, AllocatorResult } from '../sql/queen.log_append_v1.js';
 import { compileSchedule, dueFires, type ScheduleClock } from './schedule-cron.js';

@@ -1,9 +1,7 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Logger } from 'pino';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Database } from '../db/database.js';
 import { TopCounter } from './top-counter.js';
-import { routes } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
-import { registerRoute } from '../http/http.js';
 import { namedStreamCounts, StreamCounters, type NamedQueryCounts } from './stream-counters.js';
 
 /**
@@ -108,20 +106,35 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
 
 /**
  * How often the event loop lag histogram (nodejs_eventloop_lag_*) samples,
- * ms. prom-client's default, 10 ms, is a timer that woke an idle broker's
- * event loop 100 times a second for ever (issue 31: 106 wake-ups a second
- * and 0.010 of a core idle, against 21 and 0.006 at 100 ms;
- * apps/broker/src/idle.test.ts). A stall shorter than this is seen by the
+ * in milliseconds. prom-client's default is a timer that woke an idle
+ * broker's event loop 100 times a second for ever, most of what an idle
+ * broker spent (apps/broker/src/idle.test.ts). A stall shorter than this is seen by the
  * samples it delays, a longer one always.
  */
 const EVENT_LOOP_SAMPLE_MS = 100;
 
 /**
- * The series of a new broker (BrokerContext.metrics; built with the context,
- * so `ctx.metrics` is read only once the context is complete). Scrape-time
- * gauges query the database when /metrics is read.
+ * What the series read when /metrics is scraped. The broker's context has
+ * every field under these names; the listing totals are seen only through
+ * the two members the gauges need.
  */
-export function createMetrics(ctx: BrokerContext): BrokerMetrics {
+interface MetricsSources {
+  db: Database;
+  log: Logger;
+  config: { metricsTopN: number };
+  totals: {
+    /** Counts this broker's own writes before a gauge reads the totals. */
+    settle(): Promise<void>;
+    /** What waits for a recount, by kind. */
+    readonly pending: Record<string, number>;
+  };
+}
+
+/**
+ * The series of a new broker (BrokerContext.metrics). Scrape-time gauges
+ * query the database when /metrics is read.
+ */
+export function createMetrics(ctx: MetricsSources): BrokerMetrics {
   const registry = new Registry();
   const registers = [registry];
   const pool = ctx.db.pool;
@@ -163,7 +176,7 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
     });
   }
   const streamQueries = new StreamCounters();
-  registerStreamQuerySeries(ctx, registers, collectErrors, topN);
+  registerStreamQuerySeries(ctx, streamQueries, registers, collectErrors, topN);
   new Gauge({
     name: 'queen_db_pool_connections',
     help: 'PostgreSQL pool connections by state (total, idle, active, waiting requests)',
@@ -216,11 +229,11 @@ export function createMetrics(ctx: BrokerContext): BrokerMetrics {
  * QUEEN_METRICS_TOP_N registered queries, those with the most cycles, so the label
  * set stays bounded.
  */
-function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], collectErrors: Counter<'gauge'>, topN: number): void {
+function registerStreamQuerySeries(ctx: MetricsSources, streamQueries: StreamCounters, registers: Registry[], collectErrors: Counter<'gauge'>, topN: number): void {
   let pending: Promise<NamedQueryCounts[]> | undefined;
   // The series share one read per scrape: the first collect starts it, the others await it.
   const counts = () => {
-    pending ??= namedStreamCounts(ctx)
+    pending ??= namedStreamCounts(ctx.db, streamQueries)
       .then((all) => [...all].sort((a, b) => b.cycles - a.cycles || (a.name < b.name ? -1 : 1)).slice(0, topN))
       .finally(() => setImmediate(() => (pending = undefined)));
     return pending;
@@ -265,25 +278,4 @@ function registerStreamQuerySeries(ctx: BrokerContext, registers: Registry[], co
 /** Adds `n` per key of a small tally (one counter update per queue, not per message). */
 export function tally<K extends string>(counts: Map<K, number>, key: K, n = 1): void {
   counts.set(key, (counts.get(key) ?? 0) + n);
-}
-
-/**
- * `/metrics` and its alias, plus the request counter and duration histogram
- * (an onResponse hook; routes are labelled by their pattern, never by the raw
- * URL, so label cardinality stays bounded).
- */
-export function metricsRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  const m = ctx.metrics;
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? 'unmatched';
-    m.httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
-    m.httpDuration.observe({ route }, reply.elapsedTime / 1000);
-  });
-  const handler = async ({ reply }: { reply: FastifyReply }) => {
-    const text = await m.registry.metrics();
-    reply.header('content-type', m.registry.contentType);
-    return text;
-  };
-  registerRoute(app, routes.metrics, handler);
-  registerRoute(app, routes.metricsAlias, handler);
 }

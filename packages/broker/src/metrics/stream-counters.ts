@@ -1,7 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import { consoleRoutes, type CycleBody, type CycleResult } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
-import { registerRoute } from '../http/http.js';
+import type { CycleBody, CycleResult } from '@queen-mq/protocol';
+import type { Database } from '../db/database.js';
 
 /** What this broker process counted for one stream query since it started. */
 interface QueryCounts {
@@ -108,33 +106,10 @@ export interface NamedQueryCounts extends QueryCounts {
  * (zeros when this broker answered none of its cycles). Drops the counts of
  * queries that are gone.
  */
-export async function namedStreamCounts(ctx: BrokerContext): Promise<NamedQueryCounts[]> {
+export async function namedStreamCounts(db: Database, counters: StreamCounters): Promise<NamedQueryCounts[]> {
   const readAt = performance.now();
-  const { rows } = await ctx.db.query<{ query_id: string; name: string }>('select query_id, name from queen_streams.queries order by name collate "C"');
-  const counts = ctx.metrics.streamQueries.snapshot(new Set(rows.map((r) => r.query_id)), readAt);
+  const { rows } = await db.query<{ query_id: string; name: string }>('select query_id, name from queen_streams.queries order by name collate "C"');
+  const counts = counters.snapshot(new Set(rows.map((r) => r.query_id)), readAt);
   const zero: QueryCounts = { cycles: 0, flushes: 0, emitted: 0, duplicates: 0, errors: 0, lastCycleAt: null, lastErrorAt: null, lastErrorCode: null };
   return rows.map((r) => ({ queryId: r.query_id, name: r.name, ...(counts.get(r.query_id) ?? zero) }));
-}
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-export function streamCounterRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  registerRoute(app, consoleRoutes.streamsCounters, async () => {
-    const queries = await namedStreamCounts(ctx);
-    return {
-      since: new Date(ctx.metrics.streamQueries.since).toISOString(),
-      queries: queries.map((q) => ({
-        query_id: q.queryId,
-        name: q.name,
-        cycles: q.cycles,
-        flushes: q.flushes,
-        emitted: q.emitted,
-        duplicates: q.duplicates,
-        errors: q.errors,
-        last_cycle_at: iso(q.lastCycleAt),
-        last_error_at: iso(q.lastErrorAt),
-        last_error_code: q.lastErrorCode,
-      })),
-    };
-  });
 }

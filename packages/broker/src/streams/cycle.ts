@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { errorMessage, isErrorCode, pushResultOf, QueenError, streamRoutes, type CycleBody, type CycleResult, type ErrorCode } from '@queen-mq/protocol';
 import { Counter } from 'prom-client';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { allocatorItems, partitionsByQueue } from '../log/push.js';
 import type { AllocatorItem } from '../sql/queen.log_append_v1.js';

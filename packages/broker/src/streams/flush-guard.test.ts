@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// The idle flush's guard (issue 28, queen_streams.flush_pending_v1.sql): an ack:null cycle
+// The idle flush's guard (queen_streams.flush_pending_v1.sql): an ack:null cycle
 // element carrying `flush_before` commits only if every message of its
 // source partition stamped before that instant is consumed by the group — a
 // push still between stamping and commit included — and otherwise answers

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { consoleRoutes, QueenError } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
 // Read-only views of a stream query for operators (the console, PROTOCOL

@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type pg from 'pg';
 import { QueenError, streamRoutes, type MigrationCommitBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { lockShard } from './shard-lock.js';
 
-// A version that rewrites state (`migrateState`, issue 33) is applied once per
+// A version that rewrites state (`migrateState`) is applied once per
 // partition: a runner claims the partition's migration row, reads the rows,
 // rewrites them in its own process, and commits the new rows here in one
 // transaction under the partition lock a cycle takes, which also marks the

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { planStages, QueenError, streamRoutes, type StreamPlan, type StreamPlanBody, type StreamStage } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import type { Database } from '../db/database.js';
 import { registerRoute } from '../http/http.js';
 
-// Queries that evolve (issue 33): the plan of a new version against the
+// Queries that evolve: the plan of a new version against the
 // registered one, the version a runner commits as, and the per-partition
 // migration rows a state-rewriting version leaves for its runners.
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, streamRoutes, type StreamPlan, type StreamRegisterBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { migrationsOnRegister, streamPlanRoutes, pendingMigrations, planAgainst, recordProposal, versionOf } from './plan.js';
 
@@ -52,7 +52,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
       await c.query('delete from queen_streams.state where query_id = $1', [row.query_id]);
       await c.query('delete from queen_streams.state_migrations where query_id = $1', [row.query_id]);
     } else if (row.stages && body.stages && row.version !== version) {
-      // Both versions named their stages: compare them stage by stage (issue 33).
+      // Both versions named their stages: compare them stage by stage.
       plan = await planAgainst(c, row.query_id, row.stages, body.stages, body.migrate);
       const consented = body.upgrade === 'keep-state' || body.migrate.length > 0;
       if (plan.verdict === 'blocked' || (plan.verdict === 'keep-state' && !consented)) {

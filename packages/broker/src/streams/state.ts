@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { QueenError, STATE_GET_MAX_ROWS, streamRoutes, type StateGetBody } from '@queen-mq/protocol';
-import type { BrokerContext } from '../context.js';
+import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
 /**

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 
-// Versions of a stream query over HTTP (issue 33): the register's version
+// Versions of a stream query over HTTP: the register's version
 // fences cycles, the plan routes, and the migration claim and commit refusing
 // what a client may send wrong with 4xx codes of the catalogue.
 

@@ -19,8 +19,8 @@ function hitCost(size: number): number {
 
 describe('ClockCache', () => {
   it('a hit costs the same whatever the cache holds (1,000 vs 100,000 entries)', () => {
-    // The Map-reordering LRU it replaced paid ~1.5 µs a hit at 1,000 entries
-    // and ~66 µs at 100,000 (a hot key's deleted copies piling up in its hash
+    // The Map-reordering LRU it replaced paid more a hit the larger it grew
+    // (a hot key's deleted copies piling up in its hash
     // chain); a ratio of 5 leaves room for a loaded machine.
     hitCost(1_000); // warm the JIT before measuring
     const small = hitCost(1_000);

@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { Database } from './database.js';
 import { ClockCache } from './clock-cache.js';
 
 const key = (queue: string, partition: string) => `${queue}\u0000${partition}`;
@@ -15,10 +15,9 @@ const PARTITION_CACHE_MAX = 50_000;
  * client pushing to ever new partition names costs a lookup per new name,
  * never an ever larger heap, and a hit costs the same at any size.
  *
- * An entry is the key and the id, nothing else (about 0.23 KB with the
- * cache's own share): the names, the queue id and an object around them
- * made it 0.38 KB, 19 MB at the bound (issue 31: a broker that pushed to
- * 150,000 partitions holds the bound; partitions-memory.test.ts).
+ * An entry is the key and the id, nothing else: a broker that pushed to
+ * more partitions than the bound holds the bound, so every byte of an
+ * entry counts as many times (partitions-memory.test.ts).
  */
 export class PartitionDirectory {
   /** Partition id by `queue\0partition`. */

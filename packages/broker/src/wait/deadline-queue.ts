@@ -10,7 +10,7 @@ export interface Timed {
  * Items that expire at a deadline, with one timer for all of them: a binary
  * min-heap by deadline and a timer armed for the earliest. It replaces a
  * Node timer per parked pop (the Timeout, its arguments, its place in
- * Node's timer lists: about 0.2 KB each, with 10,000 pops parked; issue 31).
+ * Node's timer lists, held once for each of thousands of parked pops).
  * Adding or removing an item is O(log n). An item expires when the timer
  * that fires finds its deadline passed, at most about a millisecond later
  * than its own timer would have fired.

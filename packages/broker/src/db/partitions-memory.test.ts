@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import type { Database } from '../db/database.js';
+import type { Database } from './database.js';
 import { PartitionDirectory } from './partitions.js';
 
-// What a cached partition costs the broker's heap (issue 31): the directory
+// What a cached partition costs the broker's heap: the directory
 // holds up to 50,000, and a broker that pushed to 150,000 partitions holds
 // that many. Without PostgreSQL: a stand-in answers ensure_partitions_v1's
 // rows as pg would, each string fresh.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
-import { setMaintenanceTask } from './maintenance/retention.js';
+import { setMaintenanceTask } from './context.js';
 
 // Per-broker state lives on each BrokerContext (never in module globals):
 // two brokers in one process, here on one database, keep their own series,

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, sleep, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { SWEEP_LINES } from './wait-room.js';
 
-// The wait room's once-a-second re-check (issue 31): pops parked on many
+// The wait room's once-a-second re-check: pops parked on many
 // distinct queues with nothing for them cost one statement a second, not a
 // pop each; a line with a message held back (a lease another broker's ack
 // releases, a delay) still looks every second; a write whose NOTIFY was lost

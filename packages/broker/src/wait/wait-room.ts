@@ -59,7 +59,7 @@ export type LineProbe = (lines: readonly LineRef[]) => Promise<{ pending: number
  * or the pop ahead in its line wakes it, when its time is up, or when it
  * {@link WaitRoom.leave}s. The pop itself is the waiter (pop.ts extends
  * this class): no closure, promise or timer per wait, only these fields
- * (issue 31: every object a parked pop holds counts 10,000 times).
+ * (every object a parked pop holds counts once per parked pop, thousands of times).
  *
  * A line is a doubly linked list through its waiters: a place costs two
  * fields, not an array's slot and its spare capacity, and leaving from the

@@ -14,9 +14,9 @@
  * on every hit (delete + set). V8's Map leaves a deleted entry in its hash
  * chain until the table is rebuilt, so re-inserting one hot key makes its
  * chain as long as the number of re-inserts since the last rebuild, and
- * rebuilds get rarer as the table grows: a hit cost 1.5 µs at 1,000 entries
- * and 66-79 µs at 50,000-100,000 (97.9 % of a push's CPU at 50,000 cached
- * partitions). Here a hit is one Map read and one byte written; the Map is
+ * rebuilds get rarer as the table grows: a hit cost grew with the table,
+ * until it was most of a push's CPU with tens of thousands of cached
+ * partitions. Here a hit is one Map read and one byte written; the Map is
  * only written when a key is inserted or evicted.
  */
 export class ClockCache<K, V> {
