@@ -129,7 +129,7 @@ for (const b of BATCHES) {
       await sql.query('select * from queen.log_push_many_v1($1::jsonb, null)', [items[w]]);
       const lease = randomUUID();
       const { rows: msgs } = await sql.query(
-        `select partition_id, transaction_id from queen.log_pop_v3($1, $2, $3, $4, 1, false, $5, 'all', null) where msg_offset is not null`,
+        `select partition_id, transaction_id from queen.log_pop_v4($1, $2, $3, $4, 1, false, $5, 'all', null) where msg_offset is not null`,
         [queueId, partitionId, GROUP, b, lease],
       );
       const acks = msgs.map((m, idx) => ({ idx, transactionId: m.transaction_id, partitionId: m.partition_id, status: 'completed', leaseId: lease }));
@@ -182,7 +182,7 @@ const results = {
   settings: { secondsPerRound: SECONDS, rounds: ROUNDS, connections: CONNECTIONS, partitions: CONNECTIONS, payloadBytes: JSON.stringify(payload(1)).length, maxMessagesPerRound: MAX_MESSAGES },
   notes: [
     'broker: HTTP over an undici Pool to apps/broker/dist/main.js in a child process; each worker uses its own partition.',
-    'sql-fn: the same rows through queen.log_push_many_v1 (and log_pop_v3 / log_ack_v2) on the same database, one statement per batch: the ceiling for the broker.',
+    'sql-fn: the same rows through queen.log_push_many_v1 (and log_pop_v4 / log_ack_v2) on the same database, one statement per batch: the ceiling for the broker.',
     'raw-messages: INSERT ... SELECT of the same rows into a table shaped like queen.messages (its primary key and partial dedup index), offsets from a sequence, no transactionId (as the broker stores a push without one): the rows the broker writes, without the broker.',
     'raw-insert: INSERT ... SELECT of the same rows into an index-free scratch table: the absolute ceiling of a durable write, and the one the target is measured against.',
     'Paths of one row alternate in rounds (broker, sql-fn, raw..., broker, ...); each path sums its rounds. The broker warms up for 2 s first, not counted.',

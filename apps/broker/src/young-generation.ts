@@ -18,6 +18,10 @@
 // good; what this changes is a broker busy from its start: RSS at start
 // ~84 instead of ~88 MB, and in bench/peers.mjs (end-to-end only) 90 instead
 // of 97 MB after the warm-up, 98 instead of 103 MB at the end-to-end peak.
+//
+// It trades throughput for that memory: the same build without it drained
+// faster in bench/versus-build.mjs (docs/performance.md).
+// QUEEN_FIXED_YOUNG_GENERATION=false leaves V8's default growth on.
 import { setFlagsFromString } from 'node:v8';
 
-setFlagsFromString('--semi-space-growth-factor=1');
+if (process.env.QUEEN_FIXED_YOUNG_GENERATION !== 'false') setFlagsFromString('--semi-space-growth-factor=1');

@@ -31,10 +31,36 @@ export const queueOptionDefaults = {
   priority: 0,
   deadLetterQueue: false,
   dlqAfterMaxRetries: false,
+  claimOrder: 'fair',
+  partitionWeights: {} as Record<string, number>,
+  conflatedGroups: [] as string[],
 } as const;
 export type QueueOptions = {
-  -readonly [K in keyof typeof queueOptionDefaults]: (typeof queueOptionDefaults)[K] extends boolean ? boolean : (typeof queueOptionDefaults)[K] extends string ? RetryBackoff : number;
+  -readonly [K in keyof typeof queueOptionDefaults]: K extends 'claimOrder'
+    ? ClaimOrder
+    : K extends 'partitionWeights'
+      ? Record<string, number>
+      : K extends 'conflatedGroups'
+        ? string[]
+        : (typeof queueOptionDefaults)[K] extends boolean
+          ? boolean
+          : (typeof queueOptionDefaults)[K] extends string
+            ? RetryBackoff
+            : number;
 };
+
+/**
+ * Which pending partition a pop of the whole queue serves first: `fair`, in
+ * turn (each partition's turn, then the next, weighted by partitionWeights),
+ * or `oldest`, the partition holding the oldest pending message (Queen v1's order).
+ */
+export const claimOrder = z.enum(['fair', 'oldest']);
+export type ClaimOrder = z.infer<typeof claimOrder>;
+
+/** A partition name prefix and its weight in fair pops: up to 100 prefixes, weights 1–1000. */
+const partitionWeights = z
+  .record(name255, z.number().int().min(1).max(1000))
+  .refine((w) => Object.keys(w).length <= 100, 'at most 100 prefixes');
 
 /** How the retry delay grows per failure of the head message (PROTOCOL §3.5). */
 export const retryBackoff = z.enum(['fixed', 'exponential']);
@@ -69,6 +95,12 @@ export const queueOptionsPatch = z.object({
   priority: z.number().int().min(-INT_MAX).max(INT_MAX).nullable().optional(),
   deadLetterQueue: z.boolean().nullable().optional(),
   dlqAfterMaxRetries: z.boolean().nullable().optional(),
+  /** `fair` (default) or `oldest`: the order of a pop of the whole queue. */
+  claimOrder: claimOrder.nullable().optional(),
+  /** Partition name prefix → weight (1–1000): under contention a fair pop serves a partition in proportion to the weight of the longest prefix its name starts with (1 without one). */
+  partitionWeights: partitionWeights.nullable().optional(),
+  /** Consumer groups (`__QUEUE_MODE__` for queue mode) that get only the newest message of each partition they pop; acking it consumes everything behind it. */
+  conflatedGroups: z.array(name255).max(100).nullable().optional(),
 });
 export type QueueOptionsPatch = z.infer<typeof queueOptionsPatch>;
 

@@ -43,7 +43,12 @@ export const LIST_GROUPS_SQL = `with recursive names(grp) as (
      ), page as (
        select grp from names where grp is not null and ${NAME_MATCHES('grp', '$3')} order by grp limit $1 offset $2
      ), per_queue as (
-       select g.consumer_group collate "C" as grp, g.queue_name as queue, g.lag, g.partitions_with_lag,
+       -- A group its queue conflates (conflatedGroups) receives one message
+       -- per partition that lags: its lag is those partitions.
+       select g.consumer_group collate "C" as grp, g.queue_name as queue,
+              case when coalesce((select q.options->'conflatedGroups' ? g.consumer_group from queen.queues q where q.id = g.queue_id), false)
+                   then g.partitions_with_lag else g.lag end as lag,
+              g.partitions_with_lag,
               coalesce(floor(extract(epoch from now() - g.oldest_pending_at)), 0)::bigint as time_lag, g.last_acked_at
          from queen.group_totals g
         where g.consumer_group collate "C" in (select grp from page)

@@ -7,22 +7,31 @@ export function groupRoutes(app: FastifyInstance, ctx: BrokerContext): void {
   registerRoute(app, routes.groupGet, async ({ params, query }) => {
     // Every partition by default (as in v1); ?limit=&offset= (extension) pages
     // a group that reads tens of thousands of partitions. The oldest pending
-    // message is probed only where a partition lags.
+    // message is probed only where a partition lags. A group the queue
+    // conflates (conflatedGroups) receives one message of a partition that
+    // lags, its newest: its lag there is 1, its time lag that message's age.
     const { rows: partitions } = await ctx.db.query(
       `select p.queue_name as queue, p.name as partition, p.id as "partitionId", c.cursor_offset::text as cursor,
               p.first_offset::text as "firstOffset", p.head_offset::text as "headOffset",
-              greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0)::int as lag,
+              case when v.conflated then least(greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0), 1)
+                   else greatest(p.head_offset - greatest(c.cursor_offset, p.first_offset - 1), 0) end::int as lag,
               coalesce(extract(epoch from now() - h.created_at), 0)::float8 as "timeLag",
               (c.lease_id is not null and c.lease_expires_at > now()) as leased,
               case when c.lease_expires_at > now() then queen.iso(c.lease_expires_at) end as "leaseExpiresAt",
               queen.iso(c.last_consumed_at) as "lastConsumedAt"
          from queen.cursors c join queen.partitions p on p.id = c.partition_id
-         -- timeLag (extension): age in seconds of the oldest message not yet acked, 0 when caught up.
+         cross join lateral (select coalesce((select q.options->'conflatedGroups' ? c.consumer_group from queen.queues q where q.id = p.queue_id), false) as conflated) v
+         -- timeLag (extension): age in seconds of the oldest message not yet acked (of the newest, which
+         -- is what it receives, for a conflated group), 0 when caught up.
          left join lateral (
-           select m.created_at from queen.messages m
-            where p.head_offset > greatest(c.cursor_offset, p.first_offset - 1)
-              and m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
-            order by m.msg_offset limit 1) h on true
+           select case when v.conflated
+                       then (select m.created_at from queen.messages m
+                              where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+                              order by m.msg_offset desc limit 1)
+                       else (select m.created_at from queen.messages m
+                              where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
+                              order by m.msg_offset limit 1) end as created_at
+            where p.head_offset > greatest(c.cursor_offset, p.first_offset - 1)) h on true
         where c.consumer_group collate "C" = $1 and ($2::text is null or p.queue_name = $2)
         order by p.queue_name, p.name limit $3 offset $4`,
       [params.group, query.queue ?? null, query.limit ?? null, query.offset],

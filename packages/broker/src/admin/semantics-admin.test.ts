@@ -48,6 +48,9 @@ const everyOption = {
   priority: 4,
   deadLetterQueue: true,
   dlqAfterMaxRetries: true,
+  claimOrder: 'oldest',
+  partitionWeights: { 'tenant-a/': 3, vip: 10 },
+  conflatedGroups: ['dashboard'],
 };
 
 describe('configure', () => {

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { PUSH_RUN_SQL } from '../sql/queen.log_append_v1.js';
 import { ACK_SQL, ackParams } from '../sql/queen.log_ack_v2.js';
-import { POP_SQL } from '../sql/queen.log_pop_v3.js';
+import { POP_SQL } from '../sql/queen.log_pop_v4.js';
 
 // Round trips of the hot paths: which named statements a push, a consumer's
 // pop and ack send to PostgreSQL. A push to one partition is one call of the
@@ -92,8 +92,8 @@ describe('hot-path statements', () => {
     const partitionId = pushed.body[0].partition_id as string;
     const calls: [{ name: string; text: string }, unknown[]][] = [
       [PUSH_RUN_SQL, [partitionId, JSON.stringify([{ payload: 2 }]), null]],
-      [POP_SQL, [q, null, '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, false]],
-      [POP_SQL, [q, 'p', '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, true]],
+      [POP_SQL, [q, null, '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, false, null, null]],
+      [POP_SQL, [q, 'p', '__QUEUE_MODE__', 10, 1, false, randomUUID(), 'all', null, 8 << 20, true, null, null]],
       [ACK_SQL.skip, ackParams('__QUEUE_MODE__', { run: { partitionId, leaseId: null, offsets: ['1'], txids: ['no-such-id'] } })],
       [ACK_SQL.ask, ackParams('__QUEUE_MODE__', { run: { partitionId, leaseId: null, offsets: ['1'], txids: ['no-such-id'] } })],
       [ACK_SQL.skip, ackParams('__QUEUE_MODE__', { items: [{ idx: 0, transactionId: 'no-such-id', partitionId }], partitionIds: [partitionId] })],

@@ -75,7 +75,7 @@ async function rowsReadByPop(queue: string) {
     const before = await read();
     const { rows } = await c.query(
       `select m.* from queen.pop_target_v1($1, null) t,
-              queen.log_pop_v3(t.queue_id, null, $2, 1, 1, true, $3::uuid) m where m.msg_offset is not null`,
+              queen.log_pop_v4(t.queue_id, null, $2, 1, 1, true, $3::uuid) m where m.msg_offset is not null`,
       [queue, QUEUE_MODE, randomUUID()],
     );
     const after = await read();
@@ -102,8 +102,9 @@ describe('wildcard pop reads the pending set', () => {
     expect(w.read).toBeLessThanOrEqual(s.read + 4);
   });
 
-  it('serves the partition whose oldest pending message is oldest once the group is listed', async () => {
+  it("serves the partition whose oldest pending message is oldest once the group is listed (claimOrder 'oldest')", async () => {
     const queue = uniqueName('order');
+    expect((await b.http('POST', '/api/v1/configure', { queue, options: { claimOrder: 'oldest' } })).status).toBe(200);
     // 'later' is created first (the lower id), so an order by id alone would pick it.
     await push(queue, 'later');
     await ack(await pop(queue));
@@ -114,8 +115,9 @@ describe('wildcard pop reads the pending set', () => {
     expect(m.partition).toBe('earlier');
   });
 
-  it('a partition pending for long but consumed since is served by its oldest message left, not by when it became pending', async () => {
+  it("a partition pending for long but consumed since is served by its oldest message left, not by when it became pending (claimOrder 'oldest')", async () => {
     const queue = uniqueName('fair');
+    expect((await b.http('POST', '/api/v1/configure', { queue, options: { claimOrder: 'oldest' } })).status).toBe(200);
     await push(queue, 'a', 'a1');
     await new Promise((r) => setTimeout(r, 10));
     await push(queue, 'b', 'b1');
@@ -226,6 +228,38 @@ describe('wildcard pop reads the pending set', () => {
     expect(await rows()).toBe(1);
     await push(queue, 'a', 3);
     expect((await pop(queue)).map((m) => m.data)).toEqual([3]);
+  });
+
+  it('a push leaves a row it finds as it is; a stale drained row is not dropped while a push holds its partition', async () => {
+    const queue = uniqueName('held');
+    await push(queue, 'a', 1);
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([1]);
+    const pid = (await b.sql.query(`select id from queen.partitions where queue_name = $1 and name = 'a'`, [queue])).rows[0].id as string;
+    const row = async () => (await b.sql.query(`select head_offset::int as h, since from queen.pending where partition_id = $1`, [pid])).rows;
+    const [before] = await row();
+    // A push to a partition already pending writes no row version.
+    await push(queue, 'a', 2);
+    expect(await row()).toEqual([before]);
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([2]);
+    // Drained and stale, while a push to it is open on another connection: kept.
+    await b.sql.query(`update queen.pending set since = since - interval '1 minute' where partition_id = $1`, [pid]);
+    const holder = await b.sql.connect();
+    try {
+      await holder.query('begin');
+      await holder.query({ ...PUSH_RUN_SQL, values: [pid, JSON.stringify([{ payload: 3 }]), null] });
+      expect(await pop(queue)).toEqual([]);
+      expect(await row()).toHaveLength(1);
+      await holder.query('commit');
+    } finally {
+      holder.release();
+    }
+    expect((await pop(queue, 'autoAck=true')).map((m) => m.data)).toEqual([3]);
+    // Drained and stale with no push: dropped; the next push writes it again.
+    expect(await pop(queue)).toEqual([]);
+    expect(await row()).toEqual([]);
+    await push(queue, 'a', 4);
+    expect(await row()).toHaveLength(1);
+    expect((await pop(queue)).map((m) => m.data)).toEqual([4]);
   });
 });
 

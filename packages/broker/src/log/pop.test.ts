@@ -211,8 +211,9 @@ describe('pop', () => {
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
   });
 
-  it('wildcard pop prefers the partition whose oldest pending message is oldest', async () => {
+  it("wildcard pop prefers the partition whose oldest pending message is oldest (claimOrder 'oldest')", async () => {
     const q = uniqueName('order');
+    expect((await b.http('POST', '/api/v1/configure', { queue: q, options: { claimOrder: 'oldest' } })).status).toBe(200);
     await pushN(q, 'later', 1);
     await pushN(q, 'earlier', 1);
     await b.sql.query(`update queen.messages set created_at = created_at - interval '1 hour' where partition_id = (select id from queen.partitions where queue_name = $1 and name = 'earlier')`, [q]);

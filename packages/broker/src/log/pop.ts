@@ -5,8 +5,9 @@ import type { BrokerContext } from '../context/context.js';
 import { readableRows } from './pop-unreadable.js';
 import { registerRoute } from '../http/http.js';
 import { Waiter } from '../wait/wait-room.js';
-import { POP_SQL, type PopAnswerRow, type PopRow } from '../sql/queen.log_pop_v3.js';
+import { POP_SQL, type PopAnswerRow, type PopRow } from '../sql/queen.log_pop_v4.js';
 import { TRACEPARENTS_SQL, type TraceparentRow } from '../sql/queen.message_traceparents_v1.js';
+import { claimTurn, noteClaim } from './claim-turns.js';
 
 /** A pop's answer: the body as JSON text, and how many messages it carries. */
 type PopOutcome = { kind: 'messages'; body: string; count: number; more: boolean } | { kind: 'empty' } | { kind: 'paused' } | { kind: 'dead-lettered' };
@@ -19,7 +20,7 @@ function subscriptionStart(ctx: BrokerContext, q: PopQuery): { mode: string; sta
 }
 
 /**
- * The claimed messages of a pop statement's rows, in log_pop_v3's order,
+ * The claimed messages of a pop statement's rows, in log_pop_v4's order,
  * with their traceparents; and the expired leases it released.
  */
 async function claimedOf(ctx: BrokerContext, rows: PopAnswerRow[]): Promise<{ messages: PopAnswerRow[]; expired: number }> {
@@ -96,9 +97,11 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   const leaseId = randomUUID();
   const wireLease = q.autoAck ? '' : leaseId;
   const sub = subscriptionStart(ctx, q);
+  const turn = partition === null ? claimTurn(ctx, queue, q.consumerGroup) : null;
   const { rows } = await ctx.db.query<PopAnswerRow>(
     POP_SQL,
-    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null, askMore],
+    [queue, partition, q.consumerGroup, q.batch, partition === null ? q.partitions : 1, q.autoAck, leaseId, sub.mode, sub.start, ctx.config.maxPopBytes || null, askMore,
+      turn?.after ?? null, turn?.again ?? null],
   );
   if (rows[0]!.paused) return { kind: 'paused' };
   // The pop made the group's missing cursors on the queue's partitions (listing-totals.ts).
@@ -106,6 +109,7 @@ async function popOnce(ctx: BrokerContext, queue: string, partition: string | nu
   const { messages, expired } = await claimedOf(ctx, rows);
   if (expired > 0) ctx.metrics.leaseExpired.inc({ queue }, expired);
   if (messages.length === 0) return { kind: 'empty' };
+  if (turn) noteClaim(ctx, queue, q.consumerGroup, turn, messages);
   // Leased (or, auto-acked, consumed): the listing totals recount these partitions.
   ctx.totals.touch(messages.map((m) => m.partition_id));
   // Whether more is left was asked only for a pop parked behind this one (else as if there were).

@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { startTestBroker, type TestBroker } from '@queen-mq/testing';
 import { ACK_SQL, ackParams } from '../sql/queen.log_ack_v2.js';
 import { PUSH_RUN_SQL } from '../sql/queen.log_append_v1.js';
-import { POP_SQL } from '../sql/queen.log_pop_v3.js';
+import { POP_SQL } from '../sql/queen.log_pop_v4.js';
 import { CREATED_PER_CHECK, StatisticsKeeper } from '../db/statistics.js';
 
 // Issue 31: plans a connection made while the tables were tiny (autovacuum
@@ -37,7 +37,7 @@ describe('hot statements stay on their indexes after the database grew', () => {
     await c.query(`analyze ${HOT_TABLES.map((t) => `queen.${t}`).join(', ')}`);
     const pop = async () => {
       const lease = randomUUID();
-      const rows = (await c.query({ ...POP_SQL, values: [queue, 'p', '__QUEUE_MODE__', 1, 1, false, lease, 'all', null, 8 << 20, false] })).rows;
+      const rows = (await c.query({ ...POP_SQL, values: [queue, 'p', '__QUEUE_MODE__', 1, 1, false, lease, 'all', null, 8 << 20, false, null, null] })).rows;
       expect(rows[0].msg_offset).not.toBeNull();
       return { lease, offset: rows[0].msg_offset as string, txid: rows[0].transaction_id as string };
     };
@@ -110,7 +110,7 @@ describe('hot statements stay on their indexes after the database grew', () => {
         where n.nspname || '.' || p.proname = any($1::text[])`,
       [[
         'queen.ensure_partitions_v1', 'queen.log_append_v1', 'queen.log_append_advance_v1', 'queen.log_push_many_v1',
-        'queen.log_pop_v3', 'queen.pop_target_v1', 'queen.log_claimable_any_v1', 'queen.log_claimable_of_v1',
+        'queen.log_pop_v4', 'queen.pop_target_v1', 'queen.log_claimable_any_v1', 'queen.log_claimable_of_v1',
         'queen.log_ack_v2', 'queen.log_ack_pop_run_v1', 'queen.log_ack_run_holds_v1', 'queen.log_ack_completed_v1', 'queen.log_ack_lock_v1', 'queen.log_ack_move_v1',
         'queen.log_streams_cycle_v1', 'queen.message_traceparents_v1', 'queen.listing_totals_refresh_v1',
       ]],

@@ -201,7 +201,9 @@ describe('cursor creation order', () => {
     // (uncommitted) and creates H's next, as acks do: in id order. A pop that
     // created L's cursor only after claiming H would wait on the ack while
     // the ack waits on H: a deadlock. Cursors are created first, in id order.
+    // (claimOrder 'oldest': the pop claims by oldest message, H before L.)
     const q = uniqueName('curs');
+    expect((await b.http('POST', '/api/v1/configure', { queue: q, options: { claimOrder: 'oldest' } })).status).toBe(200);
     const { rows } = await b.sql.query('select partition_id, queue_id from queen.ensure_partitions_v1($1::jsonb) order by partition_id', [
       JSON.stringify([{ queue: q, partition: 'a' }, { queue: q, partition: 'b' }]),
     ]);
@@ -215,7 +217,7 @@ describe('cursor creation order', () => {
     try {
       await ack.query('begin');
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g')", [low]);
-      const popped = popper.query("select partition_id from queen.log_pop_v3($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
+      const popped = popper.query("select partition_id from queen.log_pop_v4($1, null, 'g', 2, 10, false, gen_random_uuid())", [rows[0].queue_id]);
       await sleep(300);
       await ack.query("insert into queen.cursors (partition_id, consumer_group) values ($1, 'g') on conflict do nothing", [high]);
       await ack.query("select 1 from queen.cursors where partition_id = any($1) and consumer_group = 'g' order by partition_id for update", [[low, high]]);

@@ -72,7 +72,7 @@ describe('traceparent on messages', () => {
       const pop = b.http('GET', '/api/v1/pop/queue/tp-race?batch=10&autoAck=true&consumerGroup=tp-race-group');
       // The pop is waiting on the blocker's row once PostgreSQL says so.
       for (let i = 0; ; i++) {
-        const { rows } = await b.sql.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%log_pop_v3%'`);
+        const { rows } = await b.sql.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%log_pop_v4%'`);
         if (rows[0].n > 0) break;
         if (i > 200) throw new Error('the pop never waited');
         await new Promise((r) => setTimeout(r, 10));

@@ -64,9 +64,12 @@ const sqlGauges: SqlGaugeSpec<string>[] = [
   },
   {
     name: 'queen_group_lag_messages',
-    help: `Retained messages not yet acked, per queue and consumer group; the N largest`,
+    help: `Retained messages not yet acked (for a group its queue conflates, partitions with any), per queue and consumer group; the N largest`,
     labelNames: ['queue', 'group'],
-    sql: `select g.queue_name as queue, g.consumer_group as "group", g.lag as v
+    // A group its queue conflates (conflatedGroups) receives one message per partition that lags.
+    sql: `select g.queue_name as queue, g.consumer_group as "group",
+                 case when coalesce((select q.options->'conflatedGroups' ? g.consumer_group from queen.queues q where q.id = g.queue_id), false)
+                      then g.partitions_with_lag else g.lag end as v
             from queen.group_totals g order by g.lag desc, g.queue_name, g.consumer_group limit $1`,
   },
   {

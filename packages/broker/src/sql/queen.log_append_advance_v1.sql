@@ -51,25 +51,23 @@ begin
   -- shared: a group's first wildcard pop takes it exclusively
   -- (queen.log_pending_start_v1), so it either waits for this push to
   -- commit and sees the new head, or this push waits for it and then reads
-  -- its listing. since keeps the older value (it bounds the oldest pending
-  -- message from below), unless the group had consumed up to the row's
-  -- head: then these messages are the oldest pending.
+  -- its listing. Only a missing row is written: a row already there stays
+  -- as it is (its since, a lower bound of the oldest pending message, stays
+  -- one; a pop reads the partition's head itself, and drops a drained row
+  -- only under this partition's row lock, queen.log_pending_drop_v1), so a
+  -- push to a partition already pending writes nothing here. The probe of
+  -- the row comes before the cursor's, which only an insert needs.
   -- The lock is taken here directly, not through queen.log_pending_lock_v1
-  -- (same keys): a push pays for every statement, and a queue no group pops
-  -- by wildcard skips the upsert after one index probe. The probe runs
-  -- after the lock, so a listing that committed before it is seen.
+  -- (same keys): a push pays for every statement. The probe runs after the
+  -- lock, so a listing that committed before it is seen.
   perform pg_advisory_xact_lock_shared(20271, hashtext(p_part.queue_id::text));
-  if exists (select 1 from queen.pending_groups g where g.queue_id = p_part.queue_id) then
-    insert into queen.pending as pp (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
-    select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
-           not exists (select 1 from queen.cursors c where c.partition_id = p_part.id and c.consumer_group = g.consumer_group)
-      from queen.pending_groups g
-     where g.queue_id = p_part.queue_id
-    on conflict (queue_id, consumer_group, partition_id)
-    do update set head_offset = excluded.head_offset,
-                  since = case when pp.head_offset <= (select c.cursor_offset from queen.cursors c
-                                                        where c.partition_id = pp.partition_id and c.consumer_group = pp.consumer_group)
-                               then excluded.since else least(pp.since, excluded.since) end;
-  end if;
+  insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
+  select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
+         not exists (select 1 from queen.cursors c where c.partition_id = p_part.id and c.consumer_group = g.consumer_group)
+    from queen.pending_groups g
+   where g.queue_id = p_part.queue_id
+     and not exists (select 1 from queen.pending x
+                      where x.queue_id = p_part.queue_id and x.consumer_group = g.consumer_group and x.partition_id = p_part.id)
+  on conflict (queue_id, consumer_group, partition_id) do nothing;
 end
 $$;

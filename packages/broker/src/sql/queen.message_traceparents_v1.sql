@@ -1,7 +1,7 @@
 -- A pop answers the traceparent of every message it claimed (issue 16's
 -- tracing, found flaky by its tests). The pop statement read the column
--- beside the rows queen.log_pop_v3 returned, in the statement's own
--- snapshot; log_pop_v3, a volatile function, finds its messages in fresh
+-- beside the rows queen.log_pop_v4 returned, in the statement's own
+-- snapshot; log_pop_v4, a volatile function, finds its messages in fresh
 -- snapshots. A message committed between the two was claimed and delivered
 -- with traceparent null, so its consumer's span lost its parent. Read by
 -- this volatile function, once per pop for all its traced messages, the

@@ -4,7 +4,7 @@ import type { NamedStatement } from '../db/database.js';
 
 /**
  * The W3C trace context of claimed messages that carry a traceId (tracing
- * clients set both; migration 010), read after the pop committed: log_pop_v3
+ * clients set both; migration 010), read after the pop committed: log_pop_v4
  * does not return it, and an untraced pop never asks.
  */
 export const TRACEPARENTS_SQL: NamedStatement = {

@@ -12,13 +12,26 @@
 -- A partition whose retry delay runs for the group (queen.cursors.retry_at:
 -- a failed ack on a queue with retryDelay, issue 32) is no candidate until
 -- it passes; the failed message is then the first one claimed.
-create or replace function queen.log_pop_v3(
+-- Claim order of a wildcard pop (the queue's claimOrder, docs/protocol.md):
+-- 'fair' (the default) serves the pending partitions in turn, round robin
+-- over their ids from just after p_after, the partition the caller's pops
+-- of the queue for the group last reached in that round; before them, the
+-- partitions of p_again, those the caller owes more turns for their weight
+-- (partitionWeights, queen.partition_weight_v1, answered on every row). A
+-- partition that turns pending so waits at most one turn of each other
+-- busy partition, not for their backlog. 'oldest' serves the oldest pending
+-- message first. The round is kept by the caller (claim-turns.ts), not
+-- written here: a claim writes nothing a push waits for.
+-- A group the queue names in conflatedGroups gets, of each partition it
+-- claims, only the newest message; the lease covers every message behind
+-- it, so acking that one message moves the cursor past them all.
+create or replace function queen.log_pop_v4(
   p_queue_id uuid, p_partition_id uuid, p_group text, p_batch int, p_max_partitions int,
   p_auto_ack boolean, p_lease_id uuid, p_sub_mode text default 'all', p_sub_start timestamptz default null,
-  p_max_bytes bigint default null
+  p_max_bytes bigint default null, p_after uuid default null, p_again uuid[] default null
 ) returns table (
   partition_id uuid, partition_name text, msg_offset bigint, id uuid, transaction_id text, trace_id uuid,
-  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int, lease_expired int
+  payload jsonb, encrypted bytea, producer_sub text, created_at text, retry_count int, lease_expired int, weight int
 )
 language plpgsql
 set enable_seqscan = off
@@ -58,6 +71,13 @@ declare
   v_n           int := 0;
   v_pick        int;
   v_listed      boolean := true;
+  v_fair        boolean;
+  v_conflate    boolean;
+  v_phase       int := 1;
+  v_again       int := 0;
+  v_weighted    boolean;
+  v_weight      int := 1;
+  v_deliver     bigint;
 begin
   -- A null queue (unknown queue or partition, or pops paused: see popOnce) claims nothing.
   if p_queue_id is null then return; end if;
@@ -68,6 +88,9 @@ begin
   v_buffer_s    := queen.queue_option_int(v_options, 'windowBuffer', 0);
   v_retry_limit := queen.queue_option_int(v_options, 'retryLimit', 3);
   v_expiry_fail := coalesce((v_options->>'leaseExpiryCountsAsFailure')::boolean, false);
+  v_fair        := p_partition_id is null and coalesce(v_options->>'claimOrder', 'fair') <> 'oldest';
+  v_conflate    := coalesce(v_options->'conflatedGroups' ? p_group, false);
+  v_weighted    := v_fair and coalesce(v_options->'partitionWeights' <> '{}'::jsonb, false);
   -- What one message costs in the answer besides its payload: the fields of
   -- PoppedMessage (ids, times, offsets: under 320 bytes) and the names it repeats.
   v_envelope    := 384 + octet_length(p_group) + (select octet_length(q.name) from queen.queues q where q.id = p_queue_id);
@@ -128,7 +151,8 @@ begin
          and (v_buffer_s = 0 or p.last_created_at <= now() - make_interval(secs => v_buffer_s));
   elsif not v_listed then
     -- The group could not be listed this time (log_pending_start_v1): every
-    -- partition of the queue, oldest pending message first.
+    -- partition of the queue, in turn after p_after (fair) or oldest
+    -- pending message first.
     open v_cands for
       select p.id, p.name, p.first_offset
         from queen.partitions p
@@ -137,9 +161,29 @@ begin
          and p.head_offset > greatest(c.cursor_offset, p.first_offset - 1)
          and (c.lease_id is null or c.lease_expires_at <= now())
          and (c.retry_at is null or c.retry_at <= now())
-       order by (select m.created_at from queen.messages m
+       order by case when v_fair then p.id <= coalesce(p_after, p.id) end,
+                case when v_fair then p.id end,
+                (select m.created_at from queen.messages m
                   where m.partition_id = p.id and m.msg_offset > greatest(c.cursor_offset, p.first_offset - 1)
                   order by m.msg_offset limit 1) nulls last, p.id;
+  elsif v_fair then
+    -- The pending set in turn: first the partitions of p_again (phase 0),
+    -- then ids after p_after (phase 1), then from the start up to p_after
+    -- (phase 2). The same filters as below; drained rows, read here too,
+    -- are dropped below.
+    if v_weighted and cardinality(p_again) > 0 then v_phase := 0; end if;
+    open v_cands for
+      select p.id, p.name, p.first_offset
+        from queen.pending pp
+        join queen.partitions p on p.id = pp.partition_id
+        left join queen.cursors c on c.partition_id = pp.partition_id and c.consumer_group = p_group
+       where pp.queue_id = p_queue_id and pp.consumer_group = p_group
+         and pp.partition_id > coalesce(p_after, '00000000-0000-0000-0000-000000000000'::uuid)
+         and (c.lease_id is null or c.lease_expires_at <= now())
+         and (c.retry_at is null or c.retry_at <= now())
+         and (p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+              or pp.since < now() - interval '10 seconds')
+       order by pp.partition_id;
   else
     -- The queue's pending set for the group (queen.pending, migration 027):
     -- what is read follows the partitions that hold work, not the
@@ -169,6 +213,33 @@ begin
     if p_partition_id is not null or not v_listed then
       fetch v_cands into v_cand;
       exit when not found;
+    elsif v_fair then
+      if v_phase = 0 then
+        v_again := v_again + 1;
+        if v_again >= cardinality(p_again) then v_phase := 1; end if;
+        select p.id, p.name, p.first_offset into v_cand from queen.partitions p where p.id = p_again[v_again] and p.queue_id = p_queue_id;
+        continue when not found;
+      else
+        fetch v_cands into v_cand;
+        if not found then
+          exit when v_phase = 2 or p_after is null;
+          close v_cands;
+          v_phase := 2;
+          open v_cands for
+            select p.id, p.name, p.first_offset
+              from queen.pending pp
+              join queen.partitions p on p.id = pp.partition_id
+              left join queen.cursors c on c.partition_id = pp.partition_id and c.consumer_group = p_group
+             where pp.queue_id = p_queue_id and pp.consumer_group = p_group
+               and pp.partition_id <= p_after
+               and (c.lease_id is null or c.lease_expires_at <= now())
+               and (c.retry_at is null or c.retry_at <= now())
+               and (p.head_offset > greatest(coalesce(c.cursor_offset, 0), p.first_offset - 1)
+                    or pp.since < now() - interval '10 seconds')
+             order by pp.partition_id;
+          continue;
+        end if;
+      end if;
     else
       -- Read rows while the next one could hold an older message than the
       -- best read so far (its since is a lower bound); a drained row has no
@@ -235,7 +306,19 @@ begin
     end if;
 
     v_from := greatest(v_cur.cursor_offset, v_first - 1);
-    if p_max_bytes is null then
+    if v_conflate then
+      -- Only the newest message goes; the claim (the lease, or an autoAck's
+      -- cursor move) covers everything from v_from up to it.
+      select m.msg_offset,
+             coalesce(octet_length(m.payload::text), 4) + coalesce(octet_length(m.encrypted), 0)
+               + octet_length(v_cand.name) + coalesce(octet_length(m.transaction_id), 36) + coalesce(octet_length(m.producer_sub), 4) + v_envelope
+        into v_last, v_bytes
+        from queen.messages m
+       where m.partition_id = v_cand.id and m.msg_offset > v_from
+         and (v_delay_s = 0 or m.created_at <= now() - make_interval(secs => v_delay_s))
+       order by m.msg_offset desc limit 1;
+      v_count := case when v_last is null or (p_max_bytes is not null and v_claimed > 0 and v_bytes > v_bytes_left) then 0 else 1 end;
+    elsif p_max_bytes is null then
       select count(*), max(s.msg_offset) into v_count, v_last from (
         select m.msg_offset from queen.messages m
          where m.partition_id = v_cand.id and m.msg_offset > v_from
@@ -274,6 +357,8 @@ begin
       end if;
     end if;
     continue when v_count = 0;
+    v_deliver := case when v_conflate then v_last - 1 else v_from end;
+    if v_weighted then v_weight := queen.partition_weight_v1(v_options, v_cand.name); end if;
 
     if p_auto_ack then
       perform queen.log_move_cursor_v1(v_cand.id, p_group, v_last);
@@ -287,10 +372,10 @@ begin
 
     return query
       select m.partition_id, v_cand.name, m.msg_offset, m.id, coalesce(m.transaction_id, m.id::text), m.trace_id, m.payload, m.encrypted,
-             m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0), 0
+             m.producer_sub, queen.iso(m.created_at), coalesce(f.retry_count, 0), 0, v_weight
         from queen.messages m
         left join queen.failures f on f.partition_id = m.partition_id and f.consumer_group = p_group and f.msg_offset = m.msg_offset
-       where m.partition_id = v_cand.id and m.msg_offset > v_from and m.msg_offset <= v_last
+       where m.partition_id = v_cand.id and m.msg_offset > v_deliver and m.msg_offset <= v_last
        order by m.msg_offset;
 
     v_remaining := v_remaining - v_count;
@@ -302,7 +387,7 @@ begin
   -- with no message, so the caller counts them without another round trip.
   if v_expired > 0 then
     return query select null::uuid, null::text, null::bigint, null::uuid, null::text, null::uuid,
-                        null::jsonb, null::bytea, null::text, null::text, null::int, v_expired;
+                        null::jsonb, null::bytea, null::text, null::text, null::int, v_expired, null::int;
   end if;
 end
 $$;
