@@ -5,12 +5,16 @@
 -- QUERY_VERSION_CHANGED without touching anything. A register holds the row
 -- FOR UPDATE, so a cycle in flight commits before the new version is
 -- recorded and every later one of the old version is refused.
-create function queen_streams.cycle_at_version_v1(p_elements jsonb, p_version text) returns jsonb
+create or replace function queen_streams.cycle_at_version_v1(p_elements jsonb, p_version text) returns jsonb
 language plpgsql as $$
 declare
   v_qid  uuid := (p_elements->0->>'query_id')::uuid;
   v_hash text;
 begin
+  -- A lookup's KV reads are rank 1: locked before the query row.
+  if exists (select 1 from jsonb_array_elements(p_elements) e where e ? 'kv_reads') then
+    perform queen.kv_read_lock_v1(p_elements);
+  end if;
   select q.version into v_hash from queen_streams.queries q where q.query_id = v_qid for key share;
   if found and v_hash is distinct from p_version then
     return jsonb_build_array(jsonb_build_object('idx', p_elements->0->'idx', 'result', jsonb_build_object(
