@@ -34,3 +34,6 @@ export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './context/
 export type { RunnerEvents, RunnerEventName } from './context/events.js';
 export type { StageOptions, MigrateState, MigratedRow } from './plan/stage-options.js';
 export type { PlanOptions, QueryPlan } from './runner/query-plan.js';
+export type { JoinOptions, JoinDuration, PerSide } from './plan/join-options.js';
+export { joinOptionsSchema } from './plan/join-options.js';
+export type { LookupOptions, LookupMissing } from './plan/lookup.js';

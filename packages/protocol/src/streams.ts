@@ -207,7 +207,7 @@ export const cycleBody = z.object({
   /** Extension (joins): source acks on other partitions than `partition_id`, at most one per partition, committed with the rest. */
   source_acks: z.array(cycleSourceAck).min(1).max(2).optional(),
   /** Extension (lookups): KV entries read for this cycle's outputs, checked (and locked shared) in its transaction. */
-  kv_reads: z.array(cycleKvRead).max(1000).optional(),
+  kv_reads: z.array(cycleKvRead).max(10000).optional(),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
 })

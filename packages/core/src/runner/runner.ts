@@ -136,6 +136,12 @@ function popSource(queen: Queen, plan: CompiledQuery): PopSource {
   return plan.sourcePartition === null ? queue : queue.partition(plan.sourcePartition);
 }
 
+/** A join's right queue, pinned like the source. */
+function rightSource(queen: Queen, plan: CompiledQuery): PopSource {
+  const queue = queen.queue(plan.join!.rightQueue);
+  return plan.join!.rightPartition === null ? queue : queue.partition(plan.join!.rightPartition);
+}
+
 /**
  * The handle over running loops: `stop()` (or the abort signal) stops popping,
  * waits for the cycles in flight, then closes the client; idempotent.
@@ -175,10 +181,11 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   const queen = new Queen({ url: settings.url, bearerToken: settings.bearerToken });
   const { rt, stopper } = await startRunner(queen, plan, settings);
   const queryUuid = rt.queryId;
-  const loops = Promise.all([
-    popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal),
-    flushLoop(rt, queen, stopper.signal),
-  ]);
+  const loops = Promise.all(
+    plan.join
+      ? [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal, 'left'), popLoop(rt, queen, rightSource(queen, plan), settings, stopper.signal, 'right')]
+      : [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal), flushLoop(rt, queen, stopper.signal)],
+  );
   return runHandle(rt, queen, queryUuid, loops, stopper, settings.abortSignal);
 }
 
@@ -212,6 +219,17 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
     consumerGroup: settings.consumerGroup,
     clock: rt.clock,
     async step(): Promise<number> {
+      if (plan.join) {
+        // A join pops each queue once: the left, then the right.
+        let popped = 0;
+        for (const [side, from] of [['left', source], ['right', rightSource(queen, plan)]] as const) {
+          const pop = await from.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
+          if (!pop || pop.messages.length === 0) continue;
+          await processPop(rt, queen, pop, rt.clock.local(), side);
+          popped += pop.messages.length;
+        }
+        return popped;
+      }
       const pop = await source.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
       if (!pop || pop.messages.length === 0) return 0;
       await processPop(rt, queen, pop, rt.clock.local());
