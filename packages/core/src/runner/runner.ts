@@ -119,6 +119,7 @@ async function startRunner(queen: Queen, plan: CompiledQuery, settings: RunSetti
   const api = new StreamsApi(queen);
   const stopper = new AbortController();
   try {
+    if (plan.join && plan.sourcePartition === null) await checkPartitionedAlike(queen, plan.sourceQueue, plan.join.rightQueue);
     const reg = await registerQuery(api, plan, settings);
     if (reg.pending_migrations.length > 0 && reg.version) {
       await migratePartitions({ api, queryId: reg.query_id, version: reg.version, signal: settings.abortSignal ?? stopper.signal }, plan, reg.pending_migrations);
@@ -128,6 +129,33 @@ async function startRunner(queen: Queen, plan: CompiledQuery, settings: RunSetti
     await queen.close();
     throw err;
   }
+}
+
+/** The partition names of a queue's first page (none when the queue does not exist yet). */
+async function partitionNames(queen: Queen, queue: string): Promise<string[]> {
+  try {
+    const detail = await queen.api.queueGet({ params: { queue }, query: { limit: 1000 }, idempotent: true });
+    return detail.partitions.map((p) => p.name);
+  } catch (err) {
+    if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return [];
+    throw err;
+  }
+}
+
+/**
+ * A join pairs a partition with its namesake: two queues that both have
+ * partitions and not one name in common are partitioned differently (every
+ * left record would pair with nothing), and the run is refused. A name on
+ * one side only is fine (its other side has not been written yet).
+ */
+async function checkPartitionedAlike(queen: Queen, left: string, right: string): Promise<void> {
+  const [l, r] = await Promise.all([partitionNames(queen, left), partitionNames(queen, right)]);
+  if (l.length === 0 || r.length === 0 || l.some((name) => r.includes(name))) return;
+  throw new QueenError(
+    'VALIDATION_FAILED',
+    `.join(): "${left}" and "${right}" are not partitioned alike (a partition joins only its namesake of the other queue): no partition name in common (${JSON.stringify(l.slice(0, 3))}… against ${JSON.stringify(r.slice(0, 3))}…)`,
+    { details: [{ field: 'join', message: 'the two queues have no partition name in common' }] },
+  );
 }
 
 /** A pinned source pops through the partition route: only that partition is ever claimed. */
