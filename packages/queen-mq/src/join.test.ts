@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { eventually, uniqueName } from '@queen-mq/testing';
+import { stepQuery } from '@queen-mq/core';
 import { Stream } from './index.js';
 import { collectUntil, configureSource, runDefaults, sleep, useStreamBroker } from '../test/helpers.js';
 
@@ -160,6 +161,41 @@ describe('interval join', () => {
     const held = Object.fromEntries(rows.filter((r) => r.key.startsWith('join')).map((r) => [r.key.replace(/\u001f/g, '/'), r.value.records.length]));
     expect(held).toEqual({ 'join/left/a': 1, 'join/left/b': 1, 'join/right/a': 1, 'join/right/zzz': 1 });
     expect(rows.find((r) => r.key === '__join__')!.value.partition).toBe('eu');
+  });
+
+  it('one cycle commits both sides: the left batch, the right queue\'s pending messages of that partition, both acks', async () => {
+    const orders = uniqueName('orders');
+    const payments = uniqueName('payments');
+    const sink = uniqueName('paid');
+    await env.b.http('POST', '/api/v1/push', {
+      items: [
+        { queue: orders, partition: 'eu', payload: { id: 'a' } },
+        { queue: orders, partition: 'eu', payload: { id: 'b' } },
+        { queue: payments, partition: 'eu', payload: { orderId: 'b' } },
+        { queue: payments, partition: 'eu', payload: { orderId: 'a' } },
+      ],
+    });
+    const chain = Stream.from(env.queen.queue(orders))
+      .join(env.queen.queue(payments), { within: { seconds: 300 }, key: { left: (o: any) => o.id, right: (p: any) => p.orderId }, select: (o: any, p: any) => `${o.id}=${p.orderId}` })
+      .to(env.queen.queue(sink));
+    const run = await stepQuery(chain.core.compile(), { queryId: uniqueName('join-both'), url: env.b.url });
+    const commits: number[] = [];
+    run.on('cycle:commit', (c: { messages: number }) => void commits.push(c.messages));
+    try {
+      expect(await run.step()).toBe(2);
+      expect(commits).toEqual([4]);
+      expect(await run.step()).toBe(0);
+    } finally {
+      await run.stop();
+    }
+    const group = run.consumerGroup;
+    const { rows } = await env.b.sql.query(
+      `select p.queue_name as q, c.cursor_offset::int as c from queen.cursors c join queen.partitions p on p.id = c.partition_id where c.consumer_group = $1 and p.queue_name = any($2) order by 1`,
+      [group, [orders, payments]],
+    );
+    expect(rows.map((r) => [r.q === orders ? 'orders' : 'payments', r.c]).sort()).toEqual([['orders', 2], ['payments', 2]]);
+    const got = await collectUntil(env.b, sink, (all) => all.length >= 2, 10_000, 500);
+    expect(got.map((m) => m.data).sort()).toEqual(['a=a', 'b=b']);
   });
 
   it('refuses sides pinned to different partitions (at the call) and two queues with no partition name in common (at run)', async () => {

@@ -1,7 +1,7 @@
 import type { RunnerContext } from '../context/runner-context.js';
 import { rowsByKey } from '../context/state-api.js';
 import type { CycleSourceAckWire, StateRow } from '../context/wire.js';
-import { runPostStages } from '../commit/pre-ops.js';
+import { OperatorError, runPostStages } from '../commit/pre-ops.js';
 import { sinkOutputs, type SinkOutput } from '../commit/sink-output.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
 import { foldJoin, type JoinInput } from './join-fold.js';
@@ -19,11 +19,27 @@ function sourceAck(batch: PartitionBatch): CycleSourceAckWire {
 }
 
 /**
- * One join cycle over a batch of one side (and, with `also`, the other
- * side's batch of the same partition name). A VERSION_CONFLICT (another
- * cycle of the shard committed since the read) re-reads and recomputes.
+ * One join cycle over a batch of one side, with the other side's pending
+ * messages of the same partition name when the partner pop finds any: then
+ * one transaction commits the rows, the pairs and both sources' acks. A user
+ * function that throws while a partner batch rides along recomputes the
+ * cycle without it (its lease lapses and it comes back through its own pop,
+ * where the poison rules apply to it alone).
  */
-export async function joinCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions, also?: PartitionBatch): Promise<Outcome> {
+export async function joinCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions): Promise<Outcome> {
+  const partner = rt.joinPartner && opts.releaseLease ? await rt.joinPartner(batch.side === 'right' ? 'left' : 'right', batch.partition).catch(() => null) : null;
+  if (!partner) return joinAttempts(rt, batch, opts);
+  try {
+    return await joinAttempts(rt, batch, opts, partner.batch);
+  } catch (err) {
+    if (!(err instanceof OperatorError)) throw err;
+    return joinAttempts(rt, batch, opts);
+  } finally {
+    partner.done();
+  }
+}
+
+async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions, also?: PartitionBatch): Promise<Outcome> {
   const { plan } = rt;
   const join = plan.join!;
   const shard = joinShardId(plan.sourceQueue, batch.partition);

@@ -83,6 +83,21 @@ export async function processPop(rt: RunnerContext, queen: Queen, pop: PopRespon
   }
 }
 
+/**
+ * A join's partner pop (RunnerContext.joinPartner): the other queue's
+ * partition of that name, popped without waiting in the query's group, its
+ * lease extended until the cycle is done.
+ */
+export function joinPartnerPop(rt: RunnerContext, queen: Queen, settings: RunSettings): NonNullable<RunnerContext['joinPartner']> {
+  return async (side, partition) => {
+    const queue = side === 'left' ? rt.plan.sourceQueue : rt.plan.join!.rightQueue;
+    const pop = await queen.queue(queue).partition(partition).pop({ ...popOptions(settings), partitions: undefined, batch: settings.batchSize, wait: false });
+    if (!pop || pop.messages.length === 0) return null;
+    const [batch] = groupByPartition(pop, side);
+    return { batch: batch!, done: extendWhileBusy(rt, queen, pop.leaseId) };
+  };
+}
+
 /** What every pop of the query sends besides its size: its group, its partitions, where a new group starts (`from`). */
 export function popOptions(settings: RunSettings): Pick<PopOptions, 'consumerGroup' | 'partitions' | 'subscriptionMode' | 'subscriptionFrom'> {
   const from = settings.from;

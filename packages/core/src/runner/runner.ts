@@ -5,7 +5,7 @@ import { BrokerClock } from '../context/broker-clock.js';
 import { RunnerEmitter } from '../context/events.js';
 import { PartitionLocks } from '../context/partition-lock.js';
 import { StreamsApi } from '../context/state-api.js';
-import { popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
+import { joinPartnerPop, popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from '../windows/idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
 import { deadLetterQueueOf } from '../windows/emit-dead-letter.js';
@@ -124,7 +124,9 @@ async function startRunner(queen: Queen, plan: CompiledQuery, settings: RunSetti
     if (reg.pending_migrations.length > 0 && reg.version) {
       await migratePartitions({ api, queryId: reg.query_id, version: reg.version, signal: settings.abortSignal ?? stopper.signal }, plan, reg.pending_migrations);
     }
-    return { rt: createRunnerContext(plan, api, reg, settings, stopper), stopper };
+    const rt = createRunnerContext(plan, api, reg, settings, stopper);
+    if (plan.join) rt.joinPartner = joinPartnerPop(rt, queen, settings);
+    return { rt, stopper };
   } catch (err) {
     await queen.close();
     throw err;
