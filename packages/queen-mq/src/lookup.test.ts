@@ -68,7 +68,7 @@ describe('lookup (enrich)', () => {
     const writer = (async () => {
       while (writing) {
         await queen.kv.set(ns, 'price', { v: ++written });
-        await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setTimeout(r, 20));
       }
     })();
     const h = await Stream.from(queen.queue(src))
