@@ -83,7 +83,7 @@ class Runner {
       if (process.env.EO_DEBUG) process.stderr.write(`[runner] ${d}`);
     });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`runner not ready in 30 s: ${this.stderr}`)), 30000);
+      const timer = setTimeout(() => reject(new Error(`runner not ready in 90 s: ${this.stderr}`)), 90000);
       child.stdout!.on('data', (d: Buffer) => {
         const m = /ready (\S+)/.exec(d.toString());
         if (m) {

@@ -37,3 +37,5 @@ export type { PlanOptions, QueryPlan } from './runner/query-plan.js';
 export type { JoinOptions, JoinDuration, PerSide } from './plan/join-options.js';
 export { joinOptionsSchema } from './plan/join-options.js';
 export type { LookupOptions, LookupMissing } from './plan/lookup.js';
+export { isBookkeepingKey } from './plan/keys.js';
+export { joinShardId } from './joins/join-shard.js';

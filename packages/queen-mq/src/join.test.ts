@@ -161,6 +161,13 @@ describe('interval join', () => {
     const held = Object.fromEntries(rows.filter((r) => r.key.startsWith('join')).map((r) => [r.key.replace(/\u001f/g, '/'), r.value.records.length]));
     expect(held).toEqual({ 'join/left/a': 1, 'join/left/b': 1, 'join/right/a': 1, 'join/right/zzz': 1 });
     expect(rows.find((r) => r.key === '__join__')!.value.partition).toBe('eu');
+    // The live view: the records the join holds per side, by partition name.
+    const live = await env.b.http('GET', `/streams/v1/queries/${encodeURIComponent(queryId)}/joins`);
+    expect(live.status).toBe(200);
+    expect(live.body.total).toBe(1);
+    expect(live.body.shards.map((s: any) => [s.partition, s.left.keys, s.left.records, s.right.keys, s.right.records])).toEqual([['eu', 2, 2, 2, 2]]);
+    expect(typeof live.body.shards[0].left.watermark).toBe('number');
+    expect((await env.b.http('GET', `/streams/v1/queries/${encodeURIComponent(queryId)}/joins?partition=us`)).body).toMatchObject({ total: 0, shards: [] });
   });
 
   it('one cycle commits both sides: the left batch, the right queue\'s pending messages of that partition, both acks', async () => {
@@ -213,5 +220,32 @@ describe('interval join', () => {
       .catch((e) => e);
     expect(err.code).toBe('VALIDATION_FAILED');
     expect(err.message).toMatch(/not partitioned alike/);
+  });
+});
+
+describe('a join in the test kit', () => {
+  it("testStream's state() shows the held records per side under each partition name, the __join__ row only on request", async () => {
+    const { testStream } = await import('@queen-mq/testing');
+    const orders = uniqueName('orders');
+    const payments = uniqueName('payments');
+    const t = await testStream(
+      Stream.from(env.queen.queue(orders)).join(env.queen.queue(payments), { within: { seconds: 300 }, key: { left: (o: any) => o.id, right: (p: any) => p.orderId } }).to({ name: uniqueName('paid') }),
+    );
+    try {
+      await t.push([{ id: 'a' }, { id: 'b' }], { partition: 'eu' });
+      await t.broker.http('POST', '/api/v1/push', { items: [{ queue: payments, partition: 'eu', payload: { orderId: 'b' } }] });
+      const emits = await t.advance(1000);
+      expect(emits.map((e) => e.data)).toEqual([{ left: { id: 'b' }, right: { orderId: 'b' } }]);
+      const rows = await t.state();
+      expect(rows.map((r) => [r.partition, r.key.replace(/\u001f/g, '/'), r.value.records.length])).toEqual([
+        ['eu', 'join/left/a', 1],
+        ['eu', 'join/left/b', 1],
+        ['eu', 'join/right/b', 1],
+      ]);
+      const all = await t.state({ bookkeeping: true });
+      expect(all.map((r) => r.key)).toContain('__join__');
+    } finally {
+      await t.stop();
+    }
   });
 });
