@@ -253,6 +253,16 @@ export const cycleResponse = z.object({
 });
 export type CycleResult = z.infer<typeof cycleResponse>;
 
+/**
+ * Whether a state key (PROTOCOL §7.6) is the runner's bookkeeping rather than
+ * state a person reads: the event-time watermark `__wm__`, a window
+ * operator's close horizon `<tag>␟__closed__`, a join's clock row `__join__`.
+ * Views of a query's state (the test kit, the CLI) show these on request only.
+ */
+export function isBookkeepingStateKey(key: string): boolean {
+  return key === '__wm__' || key === '__join__' || key.endsWith('\u001f__closed__');
+}
+
 // ---- state read ---------------------------------------------------------------
 
 export const stateGetBody = z.object({

@@ -10,14 +10,8 @@ export const JOIN_CLOCK_KEY = '__join__';
 /** Prefix of a join's buffered-record rows (`join␟left␟<key>`, `join␟right␟<key>`). */
 export const JOIN_PREFIX = `join${SEP}`;
 
-/**
- * Whether a state row is the runner's bookkeeping rather than state a person
- * reads: the event-time watermark (`__wm__`), a window operator's close
- * horizon (`<tag>␟__closed__`), a join's clock row (`__join__`).
- */
-export function isBookkeepingKey(key: string): boolean {
-  return key === WATERMARK_KEY || key === JOIN_CLOCK_KEY || key.endsWith(`${SEP}__closed__`);
-}
+/** Whether a state row is the runner's bookkeeping (`__wm__`, `<tag>␟__closed__`, `__join__`): the protocol's rule. */
+export { isBookkeepingStateKey as isBookkeepingKey } from '@queen-mq/protocol';
 
 /** `join␟<side>␟<userKey>`: the records of one side and key a join holds. */
 export function joinRecordsKey(side: 'left' | 'right', userKey: string): string {
