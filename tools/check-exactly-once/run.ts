@@ -19,6 +19,8 @@ const repoRoot = join(here, '..', '..');
 export const SOURCE = 'eo.src';
 export const SINK = 'eo.sink';
 export const LATE = 'eo.late';
+/** A join's right queue (the source is its left one). */
+export const RIGHT = 'eo.right';
 const LEASE_S = 2;
 
 export interface QueueMessage {
@@ -32,6 +34,10 @@ export interface QueueMessage {
 
 export interface Observed {
   source: StoredMessage[];
+  /** A join's right queue, stored. */
+  right: StoredMessage[];
+  /** A join: per partition name, the records its shard holds (`left:<id>`, `right:<id>`). */
+  joinHeld: Map<string, string[]>;
   sink: QueueMessage[];
   late: QueueMessage[];
   dlq: { partition: string; offset: string; errorMessage: string | null }[];
@@ -77,7 +83,7 @@ class Runner {
       if (process.env.EO_DEBUG) process.stderr.write(`[runner] ${d}`);
     });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`runner not ready in 30 s: ${this.stderr}`)), 30000);
+      const timer = setTimeout(() => reject(new Error(`runner not ready in 90 s: ${this.stderr}`)), 90000);
       child.stdout!.on('data', (d: Buffer) => {
         const m = /ready (\S+)/.exec(d.toString());
         if (m) {
@@ -130,7 +136,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
   const databaseUrl = await freshDatabase(adminUrl);
   let b = await startTestBroker({ databaseUrl });
   const proxy = await startFaultProxy(b.url, faultRandom);
-  const runner = new Runner({ QUEEN_URL: proxy.url, SRC: SOURCE, SINK, LATE, QUERY_ID: queryId, VARIANT: JSON.stringify(variant) });
+  const runner = new Runner({ QUEEN_URL: proxy.url, SRC: SOURCE, SINK, LATE, RIGHT, QUERY_ID: queryId, VARIANT: JSON.stringify(variant) });
   const partitionIds = new Map<string, string>();
   const pushTimes: Observed['straddlers'] = [];
   let runError: string | undefined;
@@ -139,15 +145,19 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
   try {
     const configured = await b.http('POST', '/api/v1/configure', { queue: SOURCE, options: { leaseTime: LEASE_S, retryLimit: 1 } });
     if (configured.status !== 200) throw new Error(`configure answered ${configured.status}`);
+    if (variant.kind === 'join') {
+      const right = await b.http('POST', '/api/v1/configure', { queue: RIGHT, options: { leaseTime: LEASE_S, retryLimit: 1 } });
+      if (right.status !== 200) throw new Error(`configure answered ${right.status}`);
+    }
     await runner.start();
 
     const push = async (step: Extract<Step, { type: 'push' }>) => {
-      const body = { items: step.items.map((payload) => ({ queue: SOURCE, partition: step.partition, payload })) };
+      const body = { items: step.items.map((payload) => ({ queue: step.queue === 'right' ? RIGHT : SOURCE, partition: step.partition, payload })) };
       for (let attempt = 0; ; attempt++) {
         const sentAt = Date.now();
         const res = await b.http('POST', '/api/v1/push', body).catch((err: Error) => ({ status: 0, body: err.message }));
         if (res.status === 201) {
-          partitionIds.set(step.partition, res.body[0].partition_id);
+          if (step.queue !== 'right') partitionIds.set(step.partition, res.body[0].partition_id);
           if (step.leadFactor) pushTimes.push({ partition: step.partition, items: step.items.length, sentMs: sentAt, answeredMs: Date.now() });
           return;
         }
@@ -218,7 +228,8 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
     proxy.lostRate = 0;
     proxy.stall(0, 0);
     await restarting;
-    await settle(variant, schedule, () => b, runner, partitionIds, watermarkOf);
+    if (variant.kind === 'join') await settleJoin(() => b, `streams.${queryId}`);
+    else await settle(variant, schedule, () => b, runner, partitionIds, watermarkOf);
   } catch (err) {
     runError = (err as Error).message;
   }
@@ -230,6 +241,20 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
     const source = stored.map((m) => ({ partition: m.partition, offset: m.offset, createdAtMs: Date.parse(m.createdAt), data: m.data }));
     for (const m of stored) partitionIds.set(m.partition, m.partitionId);
     if (pushTimes.length) notes.push(straddleNote(pushTimes, source));
+    const right =
+      variant.kind === 'join' ? (await readQueue(b, RIGHT)).map((m) => ({ partition: m.partition, offset: m.offset, createdAtMs: Date.parse(m.createdAt), data: m.data })) : [];
+    const joinHeld = new Map<string, string[]>();
+    if (variant.kind === 'join' && runner.queryUuid) {
+      // The join's shards are named by no partition: their `__join__` row carries the partition's name.
+      const { rows } = await b.sql.query('select partition_id::text as shard, key, value from queen_streams.state where query_id = $1', [runner.queryUuid]);
+      const names = new Map(rows.filter((r) => r.key === '__join__').map((r) => [r.shard, r.value.partition as string]));
+      for (const r of rows) {
+        const m = /^join\u001f(left|right)\u001f/.exec(r.key);
+        if (!m) continue;
+        const name = names.get(r.shard) ?? `?${r.shard}`;
+        joinHeld.set(name, [...(joinHeld.get(name) ?? []), ...r.value.records.map((x: any) => `${m[1]}:${x.value.id}`)]);
+      }
+    }
     const sink = await readQueue(b, SINK);
     const late = await readQueue(b, LATE);
     const dlqRes = await b.http('GET', `/api/v1/dlq?queue=${SOURCE}&consumerGroup=${encodeURIComponent(`streams.${queryId}`)}&limit=1000`);
@@ -240,7 +265,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
       const res = await b.http('POST', '/streams/v1/state/get', { query_id: runner.queryUuid, partition_id: id });
       state.set(partition, res.status === 200 ? res.body.rows : []);
     }
-    return { seed, variant, schedule, queryId, elapsedMs: Date.now() - began, observed: { source, sink, late, dlq, state, notes, runError, straddlers: pushTimes } };
+    return { seed, variant, schedule, queryId, elapsedMs: Date.now() - began, observed: { source, right, joinHeld, sink, late, dlq, state, notes, runError, straddlers: pushTimes } };
   } finally {
     await proxy.close();
     await b.stop();
@@ -327,6 +352,30 @@ async function settle(variant: Variant, schedule: Schedule, broker: () => TestBr
       last = depth;
       quietSince = Date.now();
     } else if (Date.now() - quietSince >= quietMs) return;
+    await sleep(250);
+  }
+}
+
+/**
+ * A join's wait: until the query's group has consumed both queues (no lag
+ * on any partition), then until the sink has not grown for a while.
+ */
+async function settleJoin(broker: () => TestBroker, group: string) {
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline) {
+    const res = await broker().http('GET', `/api/v1/consumer-groups/${encodeURIComponent(group)}`);
+    const parts = res.status === 200 ? (res.body.partitions as { queue: string; lag: number }[]).filter((p) => p.queue === SOURCE || p.queue === RIGHT) : [];
+    if (parts.length > 0 && parts.every((p) => p.lag === 0)) break;
+    await sleep(200);
+  }
+  let last = -1;
+  let quietSince = Date.now();
+  while (Date.now() < deadline) {
+    const depth = await queueDepth(broker(), SINK);
+    if (depth !== last) {
+      last = depth;
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince >= 1500) return;
     await sleep(250);
   }
 }

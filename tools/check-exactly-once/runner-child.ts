@@ -66,7 +66,20 @@ function windowChain() {
     .to(sink);
 }
 
-const handle = await (variant.kind === 'gate' ? gateChain() : windowChain()).run(runOptions as any);
+function joinChain() {
+  return source
+    .join(queen.queue(process.env.RIGHT!), {
+      within: { ms: variant.withinMs! },
+      gracePeriod: variant.graceS,
+      type: variant.joinType!,
+      key: (d: any) => d.k,
+      ...(variant.time === 'event' ? { eventTime: (d: any) => d.ts } : {}),
+      select: (l: any, r: any) => ({ l: l.id, r: r ? r.id : null }),
+    })
+    .to(sink);
+}
+
+const handle = await (variant.kind === 'gate' ? gateChain() : variant.kind === 'join' ? joinChain() : windowChain()).run(runOptions as any);
 handle.on('lease:lost', (l: any) => process.stderr.write(`lease lost ${l.partitionId} ${l.code}\n`));
 process.stdout.write(`ready ${handle.queryUuid}\n`);
 setInterval(() => process.stdout.write(`metrics ${JSON.stringify(handle.metrics())}\n`), 500).unref();

@@ -37,10 +37,12 @@ export interface Item {
   ts?: number;
   /** A deliberately late event: the watermark the run saw before pushing it. */
   wmSeen?: number;
+  /** Join: the record's own id (unique per pushed item; a push retried after a broker restart may store it twice). */
+  id?: string;
 }
 
 export type Step =
-  | { type: 'push'; partition: string; items: Item[]; atMs?: number; leadFactor?: number }
+  | { type: 'push'; partition: string; items: Item[]; atMs?: number; leadFactor?: number; /** Join: the right queue (default: the source, the left one). */ queue?: 'right' }
   | { type: 'await-watermark'; partition: string; atLeast: number; atMs?: undefined }
   | { type: 'fault'; fault: Fault; atMs?: number };
 
@@ -59,6 +61,7 @@ const CLOSER_AHEAD_MS = 3_600_000;
 export function drawSchedule(rng: Rng, v: Variant, seed: number): Schedule {
   const partitions = Array.from({ length: rng.int(1, 3) }, (_, i) => `p${i}`);
   if (v.kind === 'gate') return gateSchedule(rng, v, partitions);
+  if (v.kind === 'join') return joinSchedule(rng, v, partitions);
   return v.time === 'processing' ? processingSchedule(rng, v, partitions) : eventSchedule(rng, v, partitions, seed);
 }
 
@@ -195,4 +198,61 @@ function gateSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
   steps.push(...faultsAt(rng, v, durationMs));
   steps.sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
   return { partitions, steps, durationMs };
+}
+
+/**
+ * A join's schedule: records of both queues on every partition, keys a/b/c,
+ * in small pushes. Event time: times mostly rising with jumps back (some
+ * beyond the grace: late), in steps run in order; processing time: pushes at
+ * wall-clock offsets, several in flight at once (createdAt may then run a
+ * moment backwards within a partition). Either way the pairs do not depend
+ * on how the runner cuts or orders batches (each side's lateness is judged
+ * in its own offset order), so the model needs only what was stored. At the
+ * end, a closer on each side of each partition, far enough ahead that every
+ * other record's bound has passed.
+ */
+function joinSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
+  const within = v.withinMs!;
+  const steps: Step[] = [];
+  let n = 0;
+  const record = (ts?: number): Item => ({ k: rng.pick(KEYS), n: 0, id: `r${++n}`, ...(ts !== undefined ? { ts } : {}) });
+  if (v.time === 'event') {
+    const t0 = Date.parse('2026-01-05T10:00:00.000Z');
+    let max = t0;
+    const clocks = new Map<string, number>();
+    for (let i = rng.int(20, 70); i > 0; i--) {
+      const partition = rng.pick(partitions);
+      const queue = rng.chance(0.5) ? ('right' as const) : undefined;
+      const side = `${partition}/${queue ?? 'left'}`;
+      const items: Item[] = [];
+      for (let j = rng.int(1, 4); j > 0; j--) {
+        let t = (clocks.get(side) ?? t0) + rng.int(0, 400);
+        clocks.set(side, t);
+        if (rng.chance(0.25)) t -= rng.int(0, v.graceS * 1000 + within + 500); // back in time: within the grace, or late
+        max = Math.max(max, t);
+        items.push(record(t));
+      }
+      steps.push({ type: 'push', partition, items, ...(queue ? { queue } : {}) });
+    }
+    for (const f of faultsAt(rng, v, 0)) steps.splice(rng.int(0, steps.length), 0, { type: 'fault', fault: f.type === 'fault' ? f.fault : 'kill' });
+    for (const partition of partitions) {
+      steps.push({ type: 'push', partition, queue: 'right', items: [{ k: CLOSER_KEY, n: 0, id: `closer-r-${partition}`, ts: max + CLOSER_AHEAD_MS }] });
+      steps.push({ type: 'push', partition, items: [{ k: CLOSER_KEY, n: 0, id: `closer-l-${partition}`, ts: max + CLOSER_AHEAD_MS }] });
+    }
+    return { partitions, steps, durationMs: 0 };
+  }
+  const durationMs = rng.int(1500, 3000);
+  for (let at = 0; at < durationMs; at += rng.int(10, 150)) {
+    const partition = rng.pick(partitions);
+    steps.push({ type: 'push', partition, items: Array.from({ length: rng.int(1, 4) }, () => record()), atMs: at, ...(rng.chance(0.5) ? { queue: 'right' as const } : {}) });
+  }
+  steps.push(...faultsAt(rng, v, durationMs));
+  // Closers well past every bound: their createdAt is after every other record's time + within + grace.
+  const closeAt = durationMs + within + v.graceS * 1000 + 1500;
+  for (const partition of partitions) {
+    steps.push({ type: 'push', partition, queue: 'right', items: [{ k: CLOSER_KEY, n: 0, id: `closer-r-${partition}` }], atMs: closeAt });
+    steps.push({ type: 'push', partition, items: [{ k: CLOSER_KEY, n: 0, id: `closer-l-${partition}` }], atMs: closeAt + 100 });
+  }
+  steps.sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
+  return { partitions, steps, durationMs: closeAt + 100 };
 }

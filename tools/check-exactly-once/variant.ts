@@ -5,7 +5,7 @@
 import type { Rng } from './prng.js';
 
 export const WINDOW_KINDS = ['tumbling', 'sliding', 'session', 'cron-unit', 'cron-expr'] as const;
-export const KINDS = [...WINDOW_KINDS, 'gate'] as const;
+export const KINDS = [...WINDOW_KINDS, 'gate', 'join'] as const;
 export type Kind = (typeof KINDS)[number];
 export type TimeDomain = 'processing' | 'event';
 export type OnLate = 'drop' | 'include' | 'sink';
@@ -32,6 +32,9 @@ export interface Variant {
   gateStyle?: GateStyle;
   budget?: number;
   denyYoungerMs?: number;
+  /** Join: inner or left, and the bound (ms). */
+  joinType?: 'inner' | 'left';
+  withinMs?: number;
   faults: Fault[];
 }
 
@@ -86,6 +89,13 @@ export function drawVariant(rng: Rng, filter: VariantFilter = {}): Variant {
     v.budget = rng.int(0, 30);
     v.denyYoungerMs = rng.pick([0, 0, 300]);
   }
+  if (kind === 'join') {
+    v.joinType = rng.pick(['inner', 'left'] as const);
+    v.withinMs = rng.pick([200, 500, 1000]);
+    v.onLate = 'drop';
+    v.allowedLatenessS = 0;
+    v.badEventTime = false;
+  }
   if (filter.time && kind === 'gate' && !filter.time.includes('processing')) throw new Error('--time event excludes the gate');
   return v;
 }
@@ -100,6 +110,7 @@ export function describeVariant(v: Variant): string {
   const parts: string[] = [v.kind, v.time];
   if (v.kind === 'cron-expr') parts.push(`'${cronExpressionOf(v)}'@${v.timeZone}`);
   if (v.kind === 'gate') parts.push(`${v.gateStyle} budget=${v.budget} denyYounger=${v.denyYoungerMs}ms`);
+  else if (v.kind === 'join') parts.push(`${v.joinType} within=${v.withinMs}ms grace=${v.graceS}s`);
   else {
     parts.push(`grace=${v.graceS}s`);
     if (v.time === 'event') parts.push(`lateness=${v.allowedLatenessS}s onLate=${v.onLate}${v.badEventTime ? ' badEventTime' : ''}`);

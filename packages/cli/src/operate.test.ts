@@ -275,6 +275,11 @@ describe('queen operator commands', () => {
       ['pa', 'w:pa:1', { acc: 1 }],
       ['pa', 'x:pa', { acc: 2 }],
     ]);
+    // The runner's bookkeeping (here an event-time watermark) only on request.
+    const pa = detail.body.partitions.find((p: any) => p.name === 'pa');
+    expect((await b.http('POST', '/streams/v1/cycle', { query_id: reg.body.query_id, partition_id: pa.id, state_ops: [{ type: 'upsert', key: '__wm__', value: { eventTimeMs: 1 } }], ack: null })).body.success).toBe(true);
+    expect((await run(['streams', 'state', name, 'pa'])).rows.map((r) => r.key)).toEqual(['w:pa:1', 'x:pa']);
+    expect((await run(['streams', 'state', name, 'pa', '--bookkeeping'])).rows.map((r) => r.key)).toEqual(['__wm__', 'w:pa:1', 'x:pa']);
     const all = await run(['streams', 'state', reg.body.query_id, '--prefix', 'w:']);
     expect(all.rows.map((r) => r.key).sort()).toEqual(['w:pa:1', 'w:pb:1']);
     expect((await run(['streams', 'state', name, '--limit', '3'])).rows).toHaveLength(3);
@@ -283,7 +288,7 @@ describe('queen operator commands', () => {
 
     expect((await run(['streams', 'drop', name])).code).toBe(2);
     const drop = await run(['streams', 'drop', name, '--yes']);
-    expect(drop.rows[0]).toMatchObject({ success: true, name, state_rows_deleted: 4 });
+    expect(drop.rows[0]).toMatchObject({ success: true, name, state_rows_deleted: 5 }); // the four rows and pa's __wm__
     expect((await run(['streams', 'drop', name, '--yes'])).code).toBe(3);
   });
 

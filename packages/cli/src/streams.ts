@@ -1,5 +1,5 @@
 import type { Queen } from '@queen-mq/client';
-import { QueenError } from '@queen-mq/protocol';
+import { isBookkeepingStateKey, QueenError } from '@queen-mq/protocol';
 import { allPages } from './api.js';
 import { int, requireYes, str, type CommandSpec } from './command.js';
 import { EXIT } from './exit.js';
@@ -36,7 +36,7 @@ export const streamsCommands: Record<string, CommandSpec> = {
     },
   },
   state: {
-    options: { prefix: { type: 'string' }, key: { type: 'string', multiple: true }, limit: { type: 'string' } },
+    options: { prefix: { type: 'string' }, key: { type: 'string', multiple: true }, limit: { type: 'string' }, bookkeeping: { type: 'boolean' } },
     positionals: [1, 2],
     async run({ io, queen, json, args, values }) {
       const query = await findQuery(queen, args[0]!);
@@ -47,6 +47,9 @@ export const streamsCommands: Record<string, CommandSpec> = {
         if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return [] as { id: string; name: string }[];
         throw err;
       });
+      // A join's state lives on a shard per partition name, none of them a source partition.
+      const joins = await queen.api.streamsJoins({ params: { name: query.name }, query: { limit: 1000 } });
+      partitions = [...partitions, ...joins.shards.map((s) => ({ id: s.shard_id, name: s.partition ?? '' }))];
       const wanted = args[1];
       if (wanted !== undefined) {
         partitions = partitions.filter((p) => p.name === wanted || p.id === wanted.toLowerCase());
@@ -65,7 +68,8 @@ export const streamsCommands: Record<string, CommandSpec> = {
           const page = await queen.api.streamsStateGet({
             body: { query_id: query.query_id, partition_id: p.id, key_prefix: str(values.prefix), keys, after, limit: Math.min(1000, limit - rows.length) },
           });
-          for (const r of page.rows) if (rows.length < limit) rows.push({ partition: p.name, partitionId: p.id, ...r });
+          // The runner's bookkeeping rows (watermark, close horizon, a join's clock) only with --bookkeeping.
+          for (const r of page.rows) if (rows.length < limit && (values.bookkeeping || !isBookkeepingStateKey(r.key))) rows.push({ partition: p.name, partitionId: p.id, ...r });
           after = page.next_after ?? undefined;
           if (rows.length >= limit && after) truncated = true;
         } while (after && rows.length < limit);

@@ -39,7 +39,7 @@ Operations:
       [--page n] [--to-queue q] [--to-partition p]   in bulk, page by page, with progress
   dlq delete <id>... [--group g]   remove the entries
   streams list
-  streams state <query> [partition]  state rows (partition name or id; all source partitions if omitted)
+  streams state <query> [partition]  state rows (partition name or id; all source partitions, or a join's shards, if omitted); --bookkeeping adds the runner's own rows (__wm__, <tag>␟__closed__, __join__)
       [--prefix p] [--key k]... [--limit n]
   streams lag <query>                  catch-up progress per source partition: messages behind and their age (--json)
   streams plan <query>                 the last proposed version against the registered one, per stage (--json)

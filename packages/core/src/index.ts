@@ -34,3 +34,8 @@ export type { RunMetrics, ErrorInfo, ErrorPhase, RunnerLogger } from './context/
 export type { RunnerEvents, RunnerEventName } from './context/events.js';
 export type { StageOptions, MigrateState, MigratedRow } from './plan/stage-options.js';
 export type { PlanOptions, QueryPlan } from './runner/query-plan.js';
+export type { JoinOptions, JoinDuration, PerSide } from './plan/join-options.js';
+export { joinOptionsSchema } from './plan/join-options.js';
+export type { LookupOptions, LookupMissing } from './plan/lookup.js';
+export { isBookkeepingKey } from './plan/keys.js';
+export { joinShardId } from './joins/join-shard.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 const src = dirname(fileURLToPath(import.meta.url));
 /** Lowest first; the entry files at the root may import any room. */
-const ROOMS = ['plan', 'context', 'commit', ['gate', 'windows'], 'runner'] as const;
+const ROOMS = ['plan', 'context', 'commit', ['gate', 'windows', 'joins'], 'runner'] as const;
 const floorOf = (room: string) => ROOMS.findIndex((r) => (Array.isArray(r) ? r.includes(room) : r === room));
 
 function sources(dir: string, out: string[] = []): string[] {

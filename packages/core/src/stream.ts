@@ -9,6 +9,8 @@ import { runQuery, type RunHandle, type RunOptions } from './runner/runner.js';
 import type { SourceMessage } from './context/source-message.js';
 import { codeOf, stageMeta, type StageOptions } from './plan/stage-options.js';
 import { planQuery, type PlanOptions, type QueryPlan } from './runner/query-plan.js';
+import { resolveJoinOptions, type JoinOptions } from './plan/join-options.js';
+import { lookupStage, type LookupOptions } from './plan/lookup.js';
 
 /**
  * Anything with a queue name: the client's `queen.queue(name)` handle fits,
@@ -96,6 +98,51 @@ export class Stream<T = SourceMessage> {
   keyBy(fn: (value: T, ctx: OperatorContext) => string | number, options?: StageOptions): Stream<T> {
     this.assertOpen('.keyBy()');
     return this.pipe<T>(keyByStage(fn), options);
+  }
+
+  /**
+   * Interval join with another queue partitioned alike (the same partition
+   * names: a partition of one pairs only with its namesake of the other).
+   * Emits `select(left, right)` once for every couple of records, one of each
+   * queue, with equal `key` and times at most `within` apart; `type: 'left'`
+   * also emits `select(left, null)` for a left record that paired with
+   * nothing, once its bound has passed. Right after `Stream.from()`; then
+   * map, filter, flatMap and a sink. The functions see each message's payload.
+   */
+  join<R = any, O = { left: Payload<T>; right: R | null }>(right: QueueRef, options: JoinOptions<Payload<T>, R, O>, stage?: StageOptions): Stream<O> {
+    this.assertOpen('.join()');
+    if (!right || typeof right.name !== 'string' || right.name === '') throw chainError('.join() takes a queue handle with a name');
+    if (right.name === this.source.name) throw chainError('.join() pairs two queues: the right queue must not be the source queue');
+    const leftPinned = this.source.partitionName;
+    if ((right.partitionName ?? null) !== (leftPinned ?? null)) {
+      throw chainError(
+        `.join(): both queues are read partition by partition, a partition pairing with its namesake; pin both to the same partition or neither (left: ${leftPinned === undefined ? 'every partition' : JSON.stringify(leftPinned)}, right: ${right.partitionName === undefined ? 'every partition' : JSON.stringify(right.partitionName)})`,
+      );
+    }
+    const resolved = resolveJoinOptions(options as JoinOptions);
+    const code = codeOf(resolved.keyLeft, resolved.keyRight, resolved.select, resolved.eventTimeLeft, resolved.eventTimeRight, resolved.withinMs, resolved.graceMs);
+    const meta = stageMeta('.join()', stage, code, true);
+    return this.append<O>({ type: 'join', rightQueue: right.name, ...(right.partitionName !== undefined ? { rightPartition: right.partitionName } : {}), options: resolved, ...meta });
+  }
+
+  /**
+   * Enrich: adds the KV entry of `key(value)` in `namespace` to each value as
+   * the field `options.as` (default `lookup`). The entries are read once per
+   * key and batch, and the cycle commits only if each is still the version
+   * read, so every output used a value committed at its cycle's commit.
+   * `missing`: 'null' (default) adds null, 'skip' drops the value, 'dlq' fails
+   * the message (redelivered, then dead-lettered past the queue's retryLimit).
+   * For a stream without a window, gate or join.
+   */
+  lookup<F extends string = 'lookup'>(
+    namespace: string,
+    key: (value: T, ctx: OperatorContext) => string | number | null | undefined,
+    options?: LookupOptions & { as?: F },
+    stage?: StageOptions,
+  ): Stream<Payload<T> & { [K in F]: any }> {
+    this.assertOpen('.lookup()');
+    const lookup = lookupStage(namespace, key, options);
+    return this.append({ type: 'lookup', lookup, ...stageMeta('.lookup()', stage, codeOf(key), false) });
   }
 
   /** A window of any kind; must be followed by `.reduce()` or `.aggregate()`. */

@@ -160,6 +160,31 @@ export const streamWindowsResponse = z.object({
 });
 export type StreamWindows = z.infer<typeof streamWindowsResponse>;
 
+export const streamJoinsQuery = z.object({
+  partition: name255.optional(),
+  limit: queryInt(1, 1000).default(200),
+});
+
+/** One partition name of a join: the records it holds per side, and each side's watermark. */
+export const streamJoinShard = z.object({
+  /** The partition's name (both queues' partitions of that name pair). */
+  partition: z.string().nullable(),
+  /** The id its state lives under (no partition's id). */
+  shard_id: z.string(),
+  left: z.object({ watermark: z.number().nullable(), keys: z.number().int(), records: z.number().int() }),
+  right: z.object({ watermark: z.number().nullable(), keys: z.number().int(), records: z.number().int() }),
+  updated_at: z.string(),
+});
+
+export const streamJoinsResponse = z.object({
+  query_id: z.string(),
+  name: z.string(),
+  shards: z.array(streamJoinShard),
+  /** Partition names the join holds state for (of the partition when given); `shards` holds at most `limit` of them. */
+  total: z.number().int(),
+});
+export type StreamJoins = z.infer<typeof streamJoinsResponse>;
+
 export const streamCounter = z.object({
   query_id: z.string(),
   name: z.string(),
@@ -228,6 +253,15 @@ export const consoleRoutes = {
     params: streamNameParams,
     query: streamWindowsQuery,
     response: streamWindowsResponse,
+  }),
+  streamsJoins: route({
+    method: 'GET',
+    url: '/streams/v1/queries/:name/joins',
+    level: 'read-only',
+    summary: "A join's buffered records per partition name and side, with each side's watermark",
+    params: streamNameParams,
+    query: streamJoinsQuery,
+    response: streamJoinsResponse,
   }),
   streamsCounters: route({
     method: 'GET',

@@ -3,6 +3,7 @@ import { pushItem, pushResult } from './push.js';
 import type { RouteSpec } from './routes.js';
 import { listPageQuery, name255, queueName, uuid } from './values.js';
 import { streamPlan, streamStages } from './stream-plan.js';
+import { kvKey, kvNamespace, kvVersion } from './kv.js';
 
 // Streams (PROTOCOL §7): register/list/drop a query, the cycle commit, the
 // state read. Keys are snake_case on the wire (compat).
@@ -152,6 +153,23 @@ export const cycleAck = z.object({
 });
 export type CycleAck = z.infer<typeof cycleAck>;
 
+/**
+ * Extension (joins): a source ack on a partition named by its id, not the
+ * element's. A join's state lives on a shard of its own, and a cycle acks the
+ * batch of either source queue (or both) with it, fenced by each one's lease.
+ */
+export const cycleSourceAck = cycleAck.omit({ count: true }).extend({ partition_id: uuid });
+export type CycleSourceAck = z.infer<typeof cycleSourceAck>;
+
+/**
+ * Extension (lookups): a KV entry the cycle's outputs were computed from, with
+ * the version read (0: absent). The cycle takes the KV's locks on these keys
+ * (shared, rank 1, before its own) and commits only if every entry still has
+ * that version: else the element answers VERSION_CONFLICT on `kv:<ns>/<key>`.
+ */
+export const cycleKvRead = z.object({ namespace: kvNamespace, key: kvKey, version: kvVersion });
+export type CycleKvRead = z.infer<typeof cycleKvRead>;
+
 // A cycle holds the rank-3 shard lock, so it may not take KV or timer locks
 // (PROTOCOL §4): their presence is a 400, not an ignored field.
 const forbidden = (what: string) =>
@@ -192,9 +210,18 @@ export const cycleBody = z.object({
    * the query's history (`late`); it changes nothing the cycle writes.
    */
   late: z.number().int().min(0).max(1_000_000).optional(),
+  /** Extension (joins): source acks on other partitions than `partition_id`, at most one per partition, committed with the rest. */
+  source_acks: z.array(cycleSourceAck).min(1).max(2).optional(),
+  /** Extension (lookups): KV entries read for this cycle's outputs, checked (and locked shared) in its transaction. */
+  kv_reads: z.array(cycleKvRead).max(10000).optional(),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
-}).refine((b) => b.flush_before === undefined || b.ack === null, { path: ['flush_before'], message: 'only on an idle flush (ack: null)' });
+})
+  .refine((b) => b.flush_before === undefined || (b.ack === null && b.source_acks === undefined), { path: ['flush_before'], message: 'only on an idle flush (ack: null, no source_acks)' })
+  .refine((b) => !b.source_acks || new Set([b.partition_id, ...b.source_acks.map((a) => a.partition_id)]).size === b.source_acks.length + 1, {
+    path: ['source_acks'],
+    message: 'each source ack names a partition of its own, other than partition_id',
+  });
 export type CycleBody = z.infer<typeof cycleBody>;
 
 export const stateResult = z.object({
@@ -222,6 +249,8 @@ export const cycleResponse = z.object({
   /** Extension: how many sink pushes were stored and how many were duplicates. */
   push_counts: z.object({ queued: z.number().int(), duplicate: z.number().int() }).optional(),
   ack_result: cycleAckResult.nullable(),
+  /** Extension (joins): one result per `source_acks` entry, in order, with its queue's name. */
+  source_ack_results: z.array(cycleAckResult.extend({ partition_id: z.string(), queueName: z.string().nullable() })).optional(),
   error: z.string().optional(),
   code: z.string().optional(),
   /** With VERSION_CONFLICT: the key that conflicted and its current version (0 = absent). */
@@ -229,6 +258,16 @@ export const cycleResponse = z.object({
   currentVersion: z.number().int().optional(),
 });
 export type CycleResult = z.infer<typeof cycleResponse>;
+
+/**
+ * Whether a state key (PROTOCOL §7.6) is the runner's bookkeeping rather than
+ * state a person reads: the event-time watermark `__wm__`, a window
+ * operator's close horizon `<tag>␟__closed__`, a join's clock row `__join__`.
+ * Views of a query's state (the test kit, the CLI) show these on request only.
+ */
+export function isBookkeepingStateKey(key: string): boolean {
+  return key === '__wm__' || key === '__join__' || key.endsWith('\u001f__closed__');
+}
 
 // ---- state read ---------------------------------------------------------------
 

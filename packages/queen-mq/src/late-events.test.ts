@@ -64,7 +64,7 @@ describe('onLate: a queue', () => {
       for (const r of records) expect(r.transactionId).toMatch(/^sx-[0-9a-f]{40}$/);
 
       // What stayed open: a's 10:01 minute with n 2 and 5, and the watermark at 10:01:10.
-      const rows = await t.state();
+      const rows = await t.state({ bookkeeping: true });
       expect(rows.map((r) => [r.key.split('\u001f')[1] ?? r.key, r.value.acc ?? r.value])).toEqual([
         ['__wm__', { eventTimeMs: T + 70_000 }],
         ['2026-01-05T10:01:00.000Z', { count: 2, sum: 7 }],

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { optionsMarkdown, runOptionsSchema, windowOptionsSchema, type OptionsSchema } from '@queen-mq/core';
+import { joinOptionsSchema, optionsMarkdown, runOptionsSchema, windowOptionsSchema, type OptionsSchema } from '@queen-mq/core';
 import { consumeOptionsSchema, queenOptionsSchema } from '@queen-mq/client';
 import { tumblingOptionsSchema } from '@queen-mq/window-tumbling';
 import { slidingOptionsSchema } from '@queen-mq/window-sliding';
@@ -20,6 +20,7 @@ const packages = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const tables: [readme: string, name: string, schema: OptionsSchema][] = [
   ['core/README.md', 'windowOptionsSchema', windowOptionsSchema],
   ['core/README.md', 'runOptionsSchema', runOptionsSchema],
+  ['core/README.md', 'joinOptionsSchema', joinOptionsSchema],
   ['client/README.md', 'queenOptionsSchema', queenOptionsSchema],
   ['client/README.md', 'consumeOptionsSchema', consumeOptionsSchema],
   ['windows/tumbling/README.md', 'tumblingOptionsSchema', tumblingOptionsSchema],

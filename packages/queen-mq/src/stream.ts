@@ -22,6 +22,8 @@ import {
   type SourceMessage,
   type WindowOptions,
   type WindowPlugin,
+  type JoinOptions,
+  type LookupOptions,
 } from '@queen-mq/core';
 import { tumbling, tumblingOptionsSchema, type TumblingOptions } from '@queen-mq/window-tumbling';
 import { sliding, slidingOptionsSchema, type SlidingOptions } from '@queen-mq/window-sliding';
@@ -87,6 +89,24 @@ export class Stream<T = SourceMessage> {
 
   keyBy(fn: (value: T, ctx: OperatorContext) => string | number, options?: StageOptions): Stream<T> {
     return new Stream(this.core.keyBy(fn, options));
+  }
+
+  /**
+   * Interval join with another queue partitioned alike (see @queen-mq/core):
+   * `Stream.from(queen.queue('orders')).join(queen.queue('payments'), { within: { minutes: 5 }, key, type: 'left' })`.
+   */
+  join<R = any, O = { left: Payload<T>; right: R | null }>(right: QueueRef, options: JoinOptions<Payload<T>, R, O>, stage?: StageOptions): Stream<O> {
+    return new Stream(this.core.join<R, O>(right, options, stage));
+  }
+
+  /** Enrich from the KV, read in the cycle's transaction (see @queen-mq/core): `.lookup('customers', (m) => m.data.customerId, { as: 'customer' })`. */
+  lookup<F extends string = 'lookup'>(
+    namespace: string,
+    key: (value: T, ctx: OperatorContext) => string | number | null | undefined,
+    options?: LookupOptions & { as?: F },
+    stage?: StageOptions,
+  ): Stream<Payload<T> & { [K in F]: any }> {
+    return new Stream(this.core.lookup<F>(namespace, key, options, stage));
   }
 
   /**

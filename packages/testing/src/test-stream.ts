@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { stepQuery, type CompiledQuery, type ErrorInfo, type RunMetrics, type SteppedRun } from '@queen-mq/core';
+import { isBookkeepingKey, joinShardId, stepQuery, type CompiledQuery, type ErrorInfo, type RunMetrics, type SteppedRun } from '@queen-mq/core';
 import { startTestBroker, type TestBroker } from './harness.js';
 
 /** A message the chain pushed to its sink queue. */
@@ -84,8 +84,14 @@ export interface TestStream {
   flush(): Promise<Emit[]>;
   /** Every emit so far, in order. */
   emits(): Emit[];
-  /** The query's state rows on every source partition, by partition then key. */
-  state(): Promise<StateRow[]>;
+  /**
+   * The query's state on every source partition, by partition then key: open
+   * windows, gate rows, a join's held records. The runner's bookkeeping rows
+   * (the watermark `__wm__`, a window's close horizon `<tag>␟__closed__`, a
+   * join's `__join__`) only with `{ bookkeeping: true }`. A join's rows are
+   * under its shard per partition name (`partitionId` is the shard's id).
+   */
+  state(options?: { bookkeeping?: boolean }): Promise<StateRow[]>;
   /** The source messages the query dead-lettered. */
   deadLetters(): Promise<DeadLetter[]>;
   /**
@@ -188,17 +194,24 @@ export async function testStream(chain: CompilableChain, options: TestStreamOpti
     await run.flush();
   };
 
-  const partitions = async (): Promise<{ id: string; name: string }[]> => {
+  const partitions = async (queue = plan.sourceQueue): Promise<{ id: string; name: string }[]> => {
     const out: { id: string; name: string }[] = [];
     for (let offset = 0; ; ) {
-      const res = await broker.http('GET', `/api/v1/resources/queues/${encodeURIComponent(plan.sourceQueue)}?limit=1000&offset=${offset}`);
+      const res = await broker.http('GET', `/api/v1/resources/queues/${encodeURIComponent(queue)}?limit=1000&offset=${offset}`);
       if (res.status === 404) return out;
-      if (res.status !== 200) throw new Error(`testStream: reading ${plan.sourceQueue} failed (${res.status})`);
+      if (res.status !== 200) throw new Error(`testStream: reading ${queue} failed (${res.status})`);
       const page = (res.body.partitions ?? []) as { id: string; name: string }[];
       out.push(...page);
       offset += page.length;
       if (page.length < 1000) return out;
     }
+  };
+
+  /** Where the query's state lives: each source partition, or a join's shard per partition name of either queue. */
+  const statePartitions = async (): Promise<{ id: string; name: string }[]> => {
+    if (!plan.join) return partitions();
+    const names = new Set([...(await partitions()), ...(await partitions(plan.join.rightQueue))].map((p) => p.name));
+    return [...names].map((name) => ({ id: joinShardId(plan.sourceQueue, name), name }));
   };
 
   const advanceTo = async (at: number | string | Date) => {
@@ -230,12 +243,15 @@ export async function testStream(chain: CompilableChain, options: TestStreamOpti
       return readSink();
     },
     emits: () => [...all],
-    async state() {
+    async state(options = {}) {
       const rows: StateRow[] = [];
-      for (const p of await partitions()) {
+      for (const p of await statePartitions()) {
         const res = await broker.http('POST', '/streams/v1/state/get', { query_id: run.queryUuid, partition_id: p.id });
         if (res.status !== 200) throw new Error(`testStream: state/get failed (${res.status}): ${JSON.stringify(res.body)}`);
-        for (const r of res.body.rows) rows.push({ partition: p.name, partitionId: p.id, key: r.key, value: r.value, version: Number(r.version) });
+        for (const r of res.body.rows) {
+          if (!options.bookkeeping && isBookkeepingKey(r.key)) continue;
+          rows.push({ partition: p.name, partitionId: p.id, key: r.key, value: r.value, version: Number(r.version) });
+        }
       }
       return rows.sort((a, b) => (a.partition === b.partition ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : a.partition < b.partition ? -1 : 1));
     },

@@ -51,7 +51,7 @@ export class StreamCounters {
     if (!c) return;
     if (result.success) {
       c.cycles++;
-      if (body.ack === null) c.flushes++;
+      if (body.ack === null && !body.source_acks) c.flushes++;
       c.emitted += result.push_counts?.queued ?? 0;
       c.duplicates += result.push_counts?.duplicate ?? 0;
       c.lastCycleAt = Date.now();

@@ -2,7 +2,8 @@
 -- broker words every failure from the catalogue), and the idle flush's guard
 -- (queen_streams.flush_pending_v1) before an element that carries
 -- `flush_before`; an element without it (every cycle with an ack) runs as
--- before, one jsonb key test more.
+-- before, one jsonb key test more. A lookup's `kv_reads` are locked first
+-- (queen.kv_read_lock_v1, the KV package's), rank 1 before rank 3.
 create or replace function queen.log_streams_cycle_v1(p_elements jsonb) returns jsonb
 language plpgsql set enable_seqscan = off as $$
 declare
@@ -14,6 +15,10 @@ declare
   v_error   text;
   v_extra   text;
 begin
+  -- A lookup's KV reads: the KV's locks (rank 1) before the query row (rank 3).
+  if exists (select 1 from jsonb_array_elements(p_elements) e where e ? 'kv_reads') then
+    perform queen.kv_read_lock_v1(p_elements);
+  end if;
   perform 1 from queen_streams.queries q
    where q.query_id in (select (e->>'query_id')::uuid from jsonb_array_elements(p_elements) e)
    order by q.query_id for key share;

@@ -1,5 +1,7 @@
 -- One cycle element, as 006, its source ack through the ack route's own
--- lock, fence and move. Same locks in the same order, same answer.
+-- lock, fence and move (queen_streams.ack_source_v1). Same locks in the same
+-- order, same answer; a join's element acks its source_acks too, and a
+-- lookup's is checked against the KV versions it read.
 create or replace function queen_streams.apply_element(p_el jsonb) returns jsonb
 language plpgsql set enable_seqscan = off as $$
 declare
@@ -12,14 +14,9 @@ declare
   v_push_res   jsonb := '[]'::jsonb;
   v_ack        jsonb := p_el->'ack';
   v_ack_res    jsonb := null;
-  v_msg_offset bigint;
-  v_cur        queen.cursors%rowtype;
-  v_fence      text;
-  v_k          bigint;
-  v_count      int;
+  v_source_res jsonb;
+  v_bad        jsonb;
   v_release    boolean := coalesce((p_el->>'release_lease')::boolean, true);
-  v_status     text;
-  v_lease      uuid;
 begin
   -- Rank 3: the query row first (a drop or reset holding it FOR UPDATE makes
   -- us wait, then find it gone), then the (query, partition) shard lock, so a
@@ -29,6 +26,16 @@ begin
     perform queen_streams.fail_v2('QUERY_NOT_FOUND');
   end if;
   perform pg_advisory_xact_lock(hashtextextended(v_qid::text || ':' || v_pid::text, 0));
+
+  -- A lookup's KV reads: locked shared before the query row (rank 1, see
+  -- queen_streams.log_streams_cycle_v1), so the versions checked here are the
+  -- ones still committed when this transaction commits.
+  if p_el ? 'kv_reads' then
+    v_bad := queen.kv_read_check_v1(p_el->'kv_reads');
+    if v_bad is not null then
+      perform queen_streams.fail_v2('VERSION_CONFLICT', v_bad);
+    end if;
+  end if;
 
   -- State ops, in array order, each a compare-and-set when expected_version is given.
   v_state_res := queen_streams.apply_state_ops_v1(v_qid, v_pid, coalesce(p_el->'state_ops', '[]'::jsonb));
@@ -48,53 +55,27 @@ begin
   end if;
 
   -- The source ack (rank 5). Null = flush: cursor and lease untouched.
+  -- A join's source_acks name their own partitions: every cursor row locked
+  -- up front in ascending order, then each ack as the element's own.
+  if p_el ? 'source_acks' then
+    perform queen.log_ack_lock_v1(v_group, array(
+      select v_pid where v_ack is not null and jsonb_typeof(v_ack) = 'object'
+      union select (a->>'partition_id')::uuid from jsonb_array_elements(p_el->'source_acks') a));
+  end if;
   if v_ack is not null and jsonb_typeof(v_ack) = 'object' then
-    v_status := coalesce(v_ack->>'status', 'completed');
-    v_lease := (v_ack->>'leaseId')::uuid;
-    v_msg_offset := queen.message_offset_v1(v_pid, v_ack->>'transactionId');
-    if v_msg_offset is null then
-      perform queen_streams.fail_v2('MESSAGE_NOT_FOUND');
-    end if;
-
-    perform queen.log_ack_lock_v1(v_group, array[v_pid]);
-    select * into v_cur from queen.cursors c where c.partition_id = v_pid and c.consumer_group = v_group;
-    -- Fencing, lease first: a retried or zombie cycle whose lease is gone
-    -- rolls back with its sink pushes (SEED "Why it is exactly-once").
-    v_fence := queen.log_ack_fence_v1(v_msg_offset, v_lease, v_cur.cursor_offset, v_cur.lease_id, v_cur.lease_expires_at, v_cur.lease_last_offset, true);
-    if v_fence is not null then
-      perform queen_streams.fail_v2(v_fence);
-    end if;
-    if v_ack ? 'count' and v_ack->'count' <> 'null'::jsonb then
-      v_k := (v_ack->>'count')::bigint;
-      if queen.log_advance_v1(v_pid, v_cur.cursor_offset, v_k) is distinct from v_msg_offset then
-        perform queen_streams.fail_v2('ACK_COUNT_MISMATCH');
-      end if;
-    end if;
-
-    -- Retained messages this ack covers: the walk from the cursor, never cursor + K.
-    select count(*) into v_count from queen.messages m
-     where m.partition_id = v_pid and m.msg_offset > v_cur.cursor_offset and m.msg_offset <= v_msg_offset;
-
-    if v_status in ('failed', 'dlq') then
-      -- Cycle acks dead-letter immediately (compat), and the lease ends.
-      perform queen.log_dead_letter_v1(v_pid, v_group, v_msg_offset, coalesce(v_ack->>'error', 'Dead-lettered by stream cycle'),
-        coalesce((select f.retry_count from queen.failures f where f.partition_id = v_pid and f.consumer_group = v_group
-                   and f.msg_offset = v_msg_offset), 0));
-      v_release := true;
-    end if;
-
-    -- The lease ends only when the cycle says so: release_lease:false is a
-    -- gate's partial ack, and the lease must run on (its expiry returns the
-    -- denied tail), even when the cursor reaches what the lease delivered.
-    perform queen.log_ack_move_v1(v_group, array[v_pid], array[v_msg_offset], v_release);
-
-    -- lease_released tells the broker the partition is poppable again: it
-    -- wakes long-polls on every replica after commit (no NOTIFY in here).
-    v_ack_res := jsonb_build_object('success', true, 'count', v_count, 'lease_released', v_release and v_cur.lease_id is not null,
-      'dlq', v_status in ('failed', 'dlq'), 'offset', v_msg_offset::text);
+    v_ack_res := queen_streams.ack_source_v1(v_pid, v_group, v_ack, v_release);
+  end if;
+  if p_el ? 'source_acks' then
+    select jsonb_agg(queen_streams.ack_source_v1((a->>'partition_id')::uuid, v_group, a, v_release)
+             || jsonb_build_object('partition_id', (a->>'partition_id')::uuid::text,
+                  'queueName', (select p.queue_name from queen.partitions p where p.id = (a->>'partition_id')::uuid))
+             order by n)
+      into v_source_res
+      from jsonb_array_elements(p_el->'source_acks') with ordinality as t(a, n);
   end if;
 
   return jsonb_build_object('success', true, 'state_ops_applied', v_applied, 'state_results', v_state_res,
-    'push_results', v_push_res, 'ack_result', v_ack_res);
+    'push_results', v_push_res, 'ack_result', v_ack_res)
+    || case when v_source_res is null then '{}'::jsonb else jsonb_build_object('source_ack_results', v_source_res) end;
 end
 $$;

@@ -11,6 +11,10 @@ declare
   v_qid  uuid := (p_elements->0->>'query_id')::uuid;
   v_hash text;
 begin
+  -- A lookup's KV reads are rank 1: locked before the query row.
+  if exists (select 1 from jsonb_array_elements(p_elements) e where e ? 'kv_reads') then
+    perform queen.kv_read_lock_v1(p_elements);
+  end if;
   select q.version into v_hash from queen_streams.queries q where q.query_id = v_qid for key share;
   if found and v_hash is distinct from p_version then
     return jsonb_build_array(jsonb_build_object('idx', p_elements->0->'idx', 'result', jsonb_build_object(

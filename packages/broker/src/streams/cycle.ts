@@ -57,6 +57,9 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       sink_items: sinkItems,
       ack: body.ack,
       release_lease: body.release_lease,
+      // A join's acks of its source partitions, and a lookup's KV reads (checked in the transaction).
+      ...(body.source_acks ? { source_acks: body.source_acks } : {}),
+      ...(body.kv_reads && body.kv_reads.length > 0 ? { kv_reads: body.kv_reads } : {}),
       // An idle flush's guard (queen_streams.flush_pending_v1.sql); absent on a cycle with an ack.
       ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
@@ -71,6 +74,12 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       return { result: rows[0]!.r[0]!.result, sinkItems };
     } catch (err) {
       const code = (err as { code?: string }).code;
+      // queen.kv_read_lock_v1 is the KV package's: a broker composed without the KV has none.
+      if (code === '42883' && body.kv_reads && body.kv_reads.length > 0) {
+        throw new QueenError('VALIDATION_FAILED', 'kv_reads needs the KV, which this broker does not run', {
+          details: [{ field: 'kv_reads', message: 'this broker runs without the KV' }],
+        });
+      }
       if (code && UNSTORABLE_INPUT.has(code)) {
         throw new QueenError('VALIDATION_FAILED', 'Request contains text or JSON PostgreSQL cannot store (e.g. U+0000)', {
           details: [{ field: 'body', message: 'contains a value PostgreSQL cannot store (e.g. U+0000)' }],
@@ -87,9 +96,11 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
   result.push_results = pushResultsAsked(body, sinkItems, answer, result.push_counts.duplicate);
   if (!result.success && isErrorCode(result.code)) result.error = failureText(body, result, result.code);
   if (result.success) {
-    ctx.totals.touch([body.partition_id, ...sinkItems.map((i) => i.partition_id)]);
+    const sourceAcks = result.source_ack_results ?? [];
+    ctx.totals.touch([body.partition_id, ...sourceAcks.map((a) => a.partition_id), ...sinkItems.map((i) => i.partition_id)]);
     for (const [queue, partitions] of partitionsByQueue(stored)) ctx.notifier.notify(queue, partitions);
     if (result.ack_result?.lease_released && result.queueName) ctx.notifier.notify(result.queueName);
+    for (const a of sourceAcks) if (a.lease_released && a.queueName) ctx.notifier.notify(a.queueName);
   }
   return result;
 }

@@ -63,6 +63,52 @@ export function streamInspectRoutes(app: FastifyInstance, ctx: BrokerContext): v
     };
   });
 
+  // A join's shards are named by no partition: the `__join__` row of each holds its partition's name and both watermarks.
+  registerRoute(app, consoleRoutes.streamsJoins, async ({ params, query }) => {
+    const q = await queryByName(ctx, params.name);
+    const { rows } = await ctx.db.query<{
+      shard_id: string;
+      partition: string | null;
+      left_wm: number | null;
+      right_wm: number | null;
+      left_keys: number;
+      left_records: number;
+      right_keys: number;
+      right_records: number;
+      updated_at: string;
+      total: string;
+    }>(
+      `select j.partition_id::text as shard_id, j.value->>'partition' as partition,
+              (j.value->>'left')::float8 as left_wm, (j.value->>'right')::float8 as right_wm,
+              coalesce(h.left_keys, 0)::int as left_keys, coalesce(h.left_records, 0)::int as left_records,
+              coalesce(h.right_keys, 0)::int as right_keys, coalesce(h.right_records, 0)::int as right_records,
+              queen.iso(j.updated_at) as updated_at, count(*) over () as total
+         from queen_streams.state j
+         left join lateral (
+           select count(*) filter (where starts_with(s.key, 'join' || chr(31) || 'left' || chr(31))) as left_keys,
+                  sum(jsonb_array_length(s.value->'records')) filter (where starts_with(s.key, 'join' || chr(31) || 'left' || chr(31))) as left_records,
+                  count(*) filter (where starts_with(s.key, 'join' || chr(31) || 'right' || chr(31))) as right_keys,
+                  sum(jsonb_array_length(s.value->'records')) filter (where starts_with(s.key, 'join' || chr(31) || 'right' || chr(31))) as right_records
+             from queen_streams.state s
+            where s.query_id = j.query_id and s.partition_id = j.partition_id and starts_with(s.key, 'join' || chr(31))) h on true
+        where j.query_id = $1 and j.key = '__join__' and ($2::text is null or j.value->>'partition' = $2)
+        order by j.value->>'partition', j.partition_id limit $3`,
+      [q.query_id, query.partition ?? null, query.limit],
+    );
+    return {
+      query_id: q.query_id,
+      name: q.name,
+      total: rows[0] ? Number(rows[0].total) : 0,
+      shards: rows.map((r) => ({
+        partition: r.partition,
+        shard_id: r.shard_id,
+        left: { watermark: r.left_wm, keys: r.left_keys, records: r.left_records },
+        right: { watermark: r.right_wm, keys: r.right_keys, records: r.right_records },
+        updated_at: r.updated_at,
+      })),
+    };
+  });
+
   registerRoute(app, consoleRoutes.streamsWindows, async ({ params, query }) => {
     const q = await queryByName(ctx, params.name);
     const { rows } = await ctx.db.query<{

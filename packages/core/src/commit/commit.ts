@@ -1,6 +1,6 @@
 import { QueenError, isErrorCode } from '@queen-mq/protocol';
 import type { SourceMessage } from '../context/source-message.js';
-import type { CycleAck, CyclePushItem, CycleResponse, StateOp } from '../context/wire.js';
+import type { CycleAck, CycleKvReadWire, CyclePushItem, CycleResponse, CycleSourceAckWire, StateOp } from '../context/wire.js';
 import type { RunnerContext } from '../context/runner-context.js';
 import type { EffectsDone } from './sink-output.js';
 import { traceCommit } from './tracing.js';
@@ -17,6 +17,8 @@ export interface PartitionBatch {
   partition: string;
   leaseId: string;
   messages: SourceMessage[];
+  /** A join's batch: which of its two source queues it was popped from. */
+  side?: 'left' | 'right';
 }
 
 /**
@@ -40,6 +42,14 @@ export interface Commit {
   pushItems: CyclePushItem[];
   /** The source ack (carrying the batch's lease), or null for an idle flush. */
   ack: (CycleAck & { leaseId: string }) | null;
+  /**
+   * A join's acks: each source partition's batch, by its partition id (the
+   * commit's `partitionId` is then the join's shard, no source partition);
+   * with `ack` null. Counted as a cycle, like `ack`.
+   */
+  sourceAcks?: CycleSourceAckWire[];
+  /** A lookup's KV reads: the cycle commits only if each still has the version read (else VERSION_CONFLICT: recompute). */
+  kvReads?: CycleKvReadWire[];
   /** With an ack: release the lease on commit (the route's default is true). */
   releaseLease?: boolean;
   /**
@@ -90,6 +100,7 @@ function cycleFailure(res: CycleResponse): QueenError {
  */
 export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitResult> {
   forgetCarried(rt, c.partitionId);
+  const acked = c.ack !== null || (c.sourceAcks?.length ?? 0) > 0;
   // Traced, the push items carry the commit's push span as their traceparent (tracing.ts).
   const res = await traceCommit(rt, c, (pushItems) =>
     rt.api.cycle({
@@ -99,17 +110,19 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       state_ops: c.stateOps,
       push_items: pushItems,
       ack: c.ack,
-      ...(c.ack && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
-      ...(!c.ack && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
+      ...(c.sourceAcks && c.sourceAcks.length > 0 ? { source_acks: c.sourceAcks } : {}),
+      ...(c.kvReads && c.kvReads.length > 0 ? { kv_reads: c.kvReads } : {}),
+      ...(acked && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
+      ...(!acked && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
       ...(rt.version ? { version: rt.version } : {}),
       ...(c.late ? { late: c.late } : {}),
     }),
   );
   if (res.success) {
     c.onCommitted?.(res);
-    if (c.windowEmits) reportReemittedWindows(rt, res, c.windowEmits, { partitionId: c.partitionId, partition: c.partition, flush: c.ack === null });
+    if (c.windowEmits) reportReemittedWindows(rt, res, c.windowEmits, { partitionId: c.partitionId, partition: c.partition, flush: !acked });
     const counts = { partitionId: c.partitionId, partition: c.partition, stateOps: c.stateOps.length, pushes: c.pushItems.length, emits: c.emits };
-    if (c.ack) {
+    if (acked) {
       rt.metrics.cyclesTotal += 1;
       rt.metrics.messagesTotal += c.messages;
       rt.events.emit('cycle:commit', { ...counts, messages: c.messages });
@@ -121,17 +134,19 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
   }
   if (res.code === 'VERSION_CONFLICT') return 'conflict';
   // Not a failure: the cycle that reads the pending messages, or a later flush, closes the window.
-  if (!c.ack && res.code === 'FLUSH_DEFERRED') return 'deferred';
+  if (!acked && res.code === 'FLUSH_DEFERRED') return 'deferred';
   if (res.code === 'QUERY_VERSION_CHANGED') {
     // Two versions of a query never run at once: this one was superseded, so it stops (the batch returns with its lease).
-    rt.report(cycleFailure(res), { phase: c.ack ? 'cycle' : 'flush', partitionId: c.partitionId });
+    rt.report(cycleFailure(res), { phase: acked ? 'cycle' : 'flush', partitionId: c.partitionId });
     rt.halt();
     return 'not-committed';
   }
-  if (c.ack && res.code && LEASE_LOST.has(res.code)) {
-    rt.events.emit('lease:lost', { partitionId: c.partitionId, leaseId: c.ack.leaseId, code: res.code });
+  if (acked && res.code && LEASE_LOST.has(res.code)) {
+    for (const a of c.ack ? [{ partitionId: c.partitionId, leaseId: c.ack.leaseId }] : c.sourceAcks!.map((s) => ({ partitionId: s.partition_id, leaseId: s.leaseId! }))) {
+      rt.events.emit('lease:lost', { ...a, code: res.code });
+    }
   } else {
-    rt.report(cycleFailure(res), { phase: c.ack ? 'cycle' : 'flush', partitionId: c.partitionId });
+    rt.report(cycleFailure(res), { phase: acked ? 'cycle' : 'flush', partitionId: c.partitionId });
   }
   return 'not-committed';
 }

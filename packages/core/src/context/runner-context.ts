@@ -90,6 +90,22 @@ export interface RunnerContext {
   logger: RunnerLogger;
   report(err: unknown, info: ErrorInfo): void;
   isStopped(): boolean;
+  /**
+   * A join's partner pop: the other queue's pending messages of a partition
+   * name, leased (without waiting), so one cycle commits both sides and both
+   * acks; null when that partition has none or is leased elsewhere. `done()`
+   * stops extending the partner's lease.
+   */
+  joinPartner?: (side: 'left' | 'right', partition: string) => Promise<{ batch: PartitionBatchLike; done: () => void } | null>;
+}
+
+/** A batch as the join's partner pop answers it (commit's PartitionBatch, restated here below the commit room). */
+export interface PartitionBatchLike {
+  partitionId: string;
+  partition: string;
+  leaseId: string;
+  messages: import('./source-message.js').SourceMessage[];
+  side?: 'left' | 'right';
 }
 
 /**

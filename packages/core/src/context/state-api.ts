@@ -1,5 +1,5 @@
 import type { Queen } from '@queen-mq/client';
-import type { AckResult } from '@queen-mq/protocol';
+import { QueenError, type AckResult } from '@queen-mq/protocol';
 import type { CycleRequest, CycleResponse, MigrationClaimRequest, MigrationCommitRequest, RegisterRequest, RegisterResponse, StateGetRequest, StateRow } from './wire.js';
 
 const MAX_KEYS_PER_READ = 1000;
@@ -25,6 +25,17 @@ export class StreamsApi {
   /** Commits a claimed migration; refused MIGRATION_NOT_CLAIMED once done, so a resend applies nothing twice. */
   migrationCommit(body: MigrationCommitRequest): Promise<{ state_ops_applied: number }> {
     return this.queen.api.streamsMigrationCommit({ body, idempotent: true });
+  }
+
+  /** One KV entry's value and version (a lookup's read), or null when the key is absent. */
+  async kvEntry(namespace: string, key: string): Promise<{ value: unknown; version: number } | null> {
+    try {
+      const entry = await this.queen.api.kvGet({ params: { namespace, key }, idempotent: true });
+      return { value: entry.value, version: entry.version };
+    } catch (err) {
+      if (err instanceof QueenError && err.code === 'KV_NOT_FOUND') return null;
+      throw err;
+    }
   }
 
   cycle(body: CycleRequest): Promise<CycleResponse> {

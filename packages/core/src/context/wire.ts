@@ -1,4 +1,4 @@
-import type { cycleAck, cycleBody, migrationClaimBody, migrationCommitBody, cycleResponse, pushItem, stateGetBody, stateOp, stateRow, streamRegisterBody, streamRegisterResponse, z } from '@queen-mq/protocol';
+import type { cycleAck, cycleKvRead, cycleSourceAck, cycleBody, migrationClaimBody, migrationCommitBody, cycleResponse, pushItem, stateGetBody, stateOp, stateRow, streamRegisterBody, streamRegisterResponse, z } from '@queen-mq/protocol';
 
 /**
  * The streams routes' bodies (PROTOCOL §7) as the runner sends and reads
@@ -9,6 +9,10 @@ import type { cycleAck, cycleBody, migrationClaimBody, migrationCommitBody, cycl
 export type StateOp = z.input<typeof stateOp>;
 export type CyclePushItem = z.input<typeof pushItem>;
 export type CycleAck = z.input<typeof cycleAck>;
+/** A join's source ack on a partition of its own (§7.4 extension). */
+export type CycleSourceAckWire = z.input<typeof cycleSourceAck>;
+/** A lookup's KV read (§7.4 extension). */
+export type CycleKvReadWire = z.input<typeof cycleKvRead>;
 /** POST /streams/v1/cycle body (§7.4). */
 export type CycleRequest = z.input<typeof cycleBody>;
 export type CycleResponse = z.output<typeof cycleResponse>;

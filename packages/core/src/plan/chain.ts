@@ -6,6 +6,8 @@ import { windowTag } from './window-tag.js';
 
 import type { ResolvedWindowOptions } from './window-options.js';
 import type { StageMeta } from './stage-options.js';
+import type { ResolvedJoinOptions } from './join-options.js';
+import type { LookupStage } from './lookup.js';
 
 export type { ResolvedWindowOptions } from './window-options.js';
 
@@ -15,6 +17,8 @@ export type ChainStage = (
   | { type: 'window'; plugin: WindowPlugin; tag: string; options: ResolvedWindowOptions }
   | { type: 'reduce'; reducer: Reducer }
   | { type: 'sink'; sink: SinkPlugin }
+  | { type: 'join'; rightQueue: string; rightPartition?: string; options: ResolvedJoinOptions }
+  | { type: 'lookup'; lookup: LookupStage }
 ) &
   StageMeta;
 
@@ -28,6 +32,10 @@ function describe(stage: ChainStage): string {
       return `.${stage.reducer.kind}()`;
     case 'sink':
       return `.to()`;
+    case 'join':
+      return '.join()';
+    case 'lookup':
+      return '.lookup()';
   }
 }
 
@@ -43,6 +51,24 @@ export function checkAppend(chain: readonly ChainStage[], next: ChainStage): voi
   const hasGate = chain.some((s) => s.type === 'pipe' && s.stage.kind === 'gate');
   const hasWindow = chain.some((s) => s.type === 'window');
   const hasReducer = chain.some((s) => s.type === 'reduce');
+  const hasJoin = chain.some((s) => s.type === 'join');
+  const hasLookup = chain.some((s) => s.type === 'lookup');
+
+  if (next.type === 'join') {
+    if (hasJoin) throw chainError('only one .join() per stream: join the joined stream\'s output queue in a second stream');
+    if (chain.length > 0) throw chainError(`.join() must come right after Stream.from(): it reads both queues' messages as they are (found ${describe(chain[0]!)} before it)`);
+    return;
+  }
+  if (next.type === 'lookup') {
+    if (hasJoin || hasWindow || hasGate) throw chainError('.lookup() is for a stream without a window, gate or join (map, filter, flatMap, lookup, then a sink)');
+    return;
+  }
+  if (hasLookup && (next.type === 'window' || (next.type === 'pipe' && (next.stage.kind === 'gate' || next.stage.kind === 'keyBy')))) {
+    throw chainError(`${label} cannot follow .lookup(): a lookup is for a stream without a window or gate`);
+  }
+  if (hasJoin && next.type !== 'sink' && !(next.type === 'pipe' && next.stage.kind !== 'gate' && next.stage.kind !== 'keyBy')) {
+    throw chainError(`${label} cannot follow .join(): after a join come map, filter, flatMap and a sink`);
+  }
 
   if (next.type === 'pipe') {
     const stage = next.stage;
@@ -128,6 +154,11 @@ export function chainStructure(chain: readonly ChainStage[]): Json {
         return { op: s.reducer.kind, fields: [...s.reducer.fields] };
       case 'sink':
         return { op: 'sink', kind: s.sink.kind, shape: s.sink.shape ?? null };
+      case 'join':
+        // What a buffered record means: the other queue, the join type, whose clock. Not `within` or the grace: a record keeps its meaning under another bound.
+        return { op: 'join', right: s.rightQueue, type: s.options.type, eventTime: s.options.eventTimeLeft !== undefined };
+      case 'lookup':
+        return { op: 'lookup', namespace: s.lookup.namespace, as: s.lookup.as, missing: s.lookup.missing };
     }
   });
 }

@@ -6,9 +6,11 @@ import { configHash } from './config-hash.js';
 import { describeStages } from './stage-descriptors.js';
 import type { MigrateState } from './stage-options.js';
 import type { StreamStage } from '@queen-mq/protocol';
+import type { ResolvedJoinOptions } from './join-options.js';
+import type { LookupStage } from './lookup.js';
 
 /** A stage that runs per value before a window or gate. */
-export type PreStage = TransformStage | KeyByStage;
+export type PreStage = TransformStage | KeyByStage | LookupStage;
 
 /**
  * A validated chain, split into what the runner executes: the per-message
@@ -35,12 +37,16 @@ export interface CompiledQuery {
    */
   readonly sourcePartition: string | null;
   readonly sinkQueue: string | null;
-  readonly shape: 'window' | 'gate' | 'stateless';
+  readonly shape: 'window' | 'gate' | 'join' | 'stateless';
   readonly pre: readonly PreStage[];
   /** The window, its state-row tag (given or derived) and its resolved options. */
   readonly window?: { plugin: WindowPlugin; tag: string; options: ResolvedWindowOptions };
   readonly reducer?: Reducer;
   readonly gate?: GateStage;
+  /** The interval join: the other (right) queue, pinned like the source or not, and its resolved options. */
+  readonly join?: { rightQueue: string; rightPartition: string | null; options: ResolvedJoinOptions };
+  /** Whether a `.lookup()` is among the pre stages (its cycle reads the KV and commits with the versions read). */
+  readonly lookups: boolean;
   readonly post: readonly TransformStage[];
   readonly sink?: SinkPlugin;
 }
@@ -53,6 +59,7 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
   let reducer: Reducer | undefined;
   let gate: GateStage | undefined;
   let sink: SinkPlugin | undefined;
+  let join: CompiledQuery['join'];
   for (let i = 0; i < chain.length; i++) {
     const s = chain[i]!;
     if (s.type === 'window') {
@@ -68,9 +75,13 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
       reducer = s.reducer;
     } else if (s.type === 'sink') {
       sink = s.sink;
+    } else if (s.type === 'join') {
+      join = { rightQueue: s.rightQueue, rightPartition: s.rightPartition ?? null, options: s.options };
+    } else if (s.type === 'lookup') {
+      pre.push(s.lookup);
     } else if (s.stage.kind === 'gate') {
       gate = s.stage as GateStage;
-    } else if (window || gate) {
+    } else if (window || gate || join) {
       // keyBy after a window or gate is rejected when it is appended.
       post.push(s.stage as TransformStage);
     } else {
@@ -90,11 +101,13 @@ export function compileChain(sourceQueue: string, chain: readonly ChainStage[], 
     sourceQueue,
     sourcePartition: sourcePartition ?? null,
     sinkQueue: sink?.sinkQueue ?? null,
-    shape: window ? 'window' : gate ? 'gate' : 'stateless',
+    shape: window ? 'window' : gate ? 'gate' : join ? 'join' : 'stateless',
     pre,
     window,
     reducer,
     gate,
+    ...(join ? { join } : {}),
+    lookups: pre.some((p) => p.kind === 'lookup'),
     post,
     sink,
   };

@@ -5,6 +5,18 @@
  */
 export const SEP = '\u001f';
 export const WATERMARK_KEY = '__wm__';
+/** A join shard's bookkeeping row: each side's newest time and the partition's name. */
+export const JOIN_CLOCK_KEY = '__join__';
+/** Prefix of a join's buffered-record rows (`join␟left␟<key>`, `join␟right␟<key>`). */
+export const JOIN_PREFIX = `join${SEP}`;
+
+/** Whether a state row is the runner's bookkeeping (`__wm__`, `<tag>␟__closed__`, `__join__`): the protocol's rule. */
+export { isBookkeepingStateKey as isBookkeepingKey } from '@queen-mq/protocol';
+
+/** `join␟<side>␟<userKey>`: the records of one side and key a join holds. */
+export function joinRecordsKey(side: 'left' | 'right', userKey: string): string {
+  return `${JOIN_PREFIX}${side}${SEP}${escapeKeyPart(userKey)}`;
+}
 
 export function escapeKeyPart(part: string): string {
   // Most keys hold neither character: skip the two replaces (a window cycle escapes a key per message).

@@ -23,10 +23,14 @@ function roleOf(s: ChainStage): { kind: string; role: string } {
       return { kind: s.reducer.kind, role: 'reducer' };
     case 'sink':
       return { kind: `sink:${s.sink.kind}`, role: 'sink' };
+    case 'join':
+      return { kind: `join:${s.options.type}`, role: 'join' };
+    case 'lookup':
+      return { kind: 'lookup', role: 'lookup' };
   }
 }
 
-const isStateful = (s: ChainStage): boolean => s.type === 'window' || s.type === 'reduce' || (s.type === 'pipe' && s.stage.kind === 'gate');
+const isStateful = (s: ChainStage): boolean => s.type === 'window' || s.type === 'reduce' || s.type === 'join' || (s.type === 'pipe' && s.stage.kind === 'gate');
 
 /** The chain's stages with names given or derived (`map-1`, `window`, `reducer`, `gate`, `sink`); two stages may not share a name. */
 export function describeStages(chain: readonly ChainStage[]): StreamStage[] {
@@ -40,7 +44,7 @@ export function describeStages(chain: readonly ChainStage[]): StreamStage[] {
     const { kind, role } = roleOf(s);
     const rank = (ranks.get(role) ?? 0) + 1;
     ranks.set(role, rank);
-    const derived = role === 'window' || role === 'reducer' || role === 'sink' || role === 'gate' ? role : `${role}-${rank}`;
+    const derived = role === 'window' || role === 'reducer' || role === 'sink' || role === 'gate' || role === 'join' ? role : `${role}-${rank}`;
     const name = s.name ?? derived;
     if (names.has(name)) throw chainError(`two stages are named "${name}": give one of them another { name }`);
     names.add(name);

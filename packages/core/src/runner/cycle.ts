@@ -10,12 +10,15 @@ import { failPoisonMessage, poisonIndex, poisonPhase } from './poison.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
 import { windowCycle } from '../windows/window-cycle.js';
 import { traceCycle } from '../commit/tracing.js';
+import { LookupReads } from '../commit/lookup-reads.js';
+import { joinCycle } from '../joins/join-cycle.js';
 
 export type { PartitionBatch } from '../commit/commit.js';
 
 function shapeCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions): Promise<Outcome> {
   if (rt.plan.shape === 'window') return windowCycle(rt, batch, opts);
   if (rt.plan.shape === 'gate') return gateCycle(rt, batch, opts);
+  if (rt.plan.shape === 'join') return joinCycle(rt, batch, opts);
   return statelessCycle(rt, batch, opts);
 }
 
@@ -111,24 +114,50 @@ async function gateCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOp
 }
 
 async function statelessCycle(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions): Promise<Outcome> {
+  if (rt.plan.lookups) return retryOnConflict(rt, batch.partitionId, () => statelessAttempt(rt, batch, opts));
+  // No state ops and no KV reads: nothing can conflict, so no retry loop.
+  const committed = await statelessAttempt(rt, batch, opts);
+  return committed === 'conflict' ? 'none' : committed;
+}
+
+/**
+ * One attempt of a stateless cycle. With a lookup, every KV key the batch
+ * needs is read first (one read per key, in rounds when a lookup's key
+ * depends on an earlier lookup's value), and the commit carries the versions
+ * read: a KV write since answers VERSION_CONFLICT, and the batch is
+ * recomputed with fresh reads.
+ */
+async function statelessAttempt(rt: RunnerContext, batch: PartitionBatch, opts: CycleOptions): Promise<Outcome | 'conflict'> {
   const { plan } = rt;
+  let reads: LookupReads | undefined;
+  if (plan.lookups) {
+    reads = new LookupReads();
+    try {
+      do for (const m of batch.messages) runPreStages(plan.pre, m, reads);
+      while (await reads.readWanted(rt.api));
+    } catch (err) {
+      if (err instanceof OperatorError) throw err;
+      rt.report(err, { phase: 'state-get', partitionId: batch.partitionId });
+      return 'none';
+    }
+  }
   const outputs: SinkOutput[] = batch.messages.map((m) => ({
     identity: messageIdentity(m.offset),
-    values: runPreStages(plan.pre, m).map((v) => v.value),
+    values: runPreStages(plan.pre, m, reads).map((v) => v.value),
     ctx: { partition: batch.partition, partitionId: batch.partitionId, key: m.partitionId, offset: m.offset },
   }));
   const pushItems = await sinkOutputs(plan, rt.queryId, batch.partitionId, outputs, opts.effectsDone);
   const last = batch.messages[batch.messages.length - 1]!;
-  // No state ops: nothing can conflict, so no retry loop.
   const committed = await commitCycle(rt, {
     partitionId: batch.partitionId,
     partition: batch.partition,
     stateOps: [],
     pushItems,
+    ...(reads ? { kvReads: reads.wire() } : {}),
     ack: { transactionId: last.transactionId, leaseId: batch.leaseId, status: 'completed' },
     releaseLease: opts.releaseLease,
     messages: batch.messages.length,
     emits: outputs.length,
   });
-  return committed === 'committed' ? 'committed' : 'none';
+  return outcomeOf(committed);
 }

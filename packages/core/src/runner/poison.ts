@@ -65,6 +65,6 @@ export async function failPoisonMessage(rt: RunnerContext, batch: PartitionBatch
     error: text,
   });
   rt.logger.warn(
-    `queen streams: dead-lettered message ${message.offset} of partition "${batch.partition}" (${batch.partitionId}) on queue "${rt.plan.sourceQueue}" after ${deliveries} deliveries — ${text}`,
+    `queen streams: dead-lettered message ${message.offset} of partition "${batch.partition}" (${batch.partitionId}) on queue "${batch.side === 'right' ? rt.plan.join!.rightQueue : rt.plan.sourceQueue}" after ${deliveries} deliveries — ${text}`,
   );
 }

@@ -6,6 +6,7 @@ import type { SourceMessage } from '../context/source-message.js';
 import { processPartitionBatch, type PartitionBatch } from './cycle.js';
 import { sleep } from '../context/sleep.js';
 import { Pacer } from './pacer.js';
+import { joinShardId } from '../joins/join-shard.js';
 
 // The runner's pop loop: long-poll the source, split each pop by partition,
 // run one cycle per partition under its partition lock.
@@ -28,13 +29,13 @@ export interface PopSource {
   pop(options: PopOptions): Promise<PopResponse | null>;
 }
 
-/** One pop's messages as one batch per partition, in pop order. */
-export function groupByPartition(pop: PopResponse): PartitionBatch[] {
+/** One pop's messages as one batch per partition, in pop order (a join's: tagged with the side they were popped from). */
+export function groupByPartition(pop: PopResponse, side?: 'left' | 'right'): PartitionBatch[] {
   const byId = new Map<string, PartitionBatch>();
   for (const m of pop.messages) {
     let b = byId.get(m.partitionId);
     if (!b) {
-      b = { partitionId: m.partitionId, partition: m.partition, leaseId: m.leaseId || pop.leaseId, messages: [] };
+      b = { partitionId: m.partitionId, partition: m.partition, leaseId: m.leaseId || pop.leaseId, messages: [], ...(side ? { side } : {}) };
       byId.set(m.partitionId, b);
     }
     b.messages.push(m as SourceMessage);
@@ -59,19 +60,42 @@ function extendWhileBusy(rt: RunnerContext, queen: Queen, leaseId: string): () =
   return () => clearInterval(timer);
 }
 
+/**
+ * What serialises a batch's cycles in this process: its partition, or for a
+ * join its shard (both queues' partitions of one name write the same rows).
+ */
+function lockKeyOf(rt: RunnerContext, b: PartitionBatch): string {
+  return b.side ? joinShardId(rt.plan.sourceQueue, b.partition) : b.partitionId;
+}
+
 /** One pop's batches: each partition's cycle under its partition lock, the partitions concurrently. */
-export async function processPop(rt: RunnerContext, queen: Queen, pop: PopResponse, receivedAt: number): Promise<void> {
+export async function processPop(rt: RunnerContext, queen: Queen, pop: PopResponse, receivedAt: number, side?: 'left' | 'right'): Promise<void> {
   // PostgreSQL stamped every popped message before the pop answered: a sample of the broker's clock.
   let newest = -Infinity;
   for (const m of pop.messages) newest = Math.max(newest, Date.parse(m.createdAt));
   rt.clock.observe(newest, receivedAt);
-  const batches = groupByPartition(pop);
+  const batches = groupByPartition(pop, side);
   const stopExtending = extendWhileBusy(rt, queen, pop.leaseId);
   try {
-    await Promise.all(batches.map((b) => rt.locks.run(b.partitionId, () => processPartitionBatch(rt, b))));
+    await Promise.all(batches.map((b) => rt.locks.run(lockKeyOf(rt, b), () => processPartitionBatch(rt, b))));
   } finally {
     stopExtending();
   }
+}
+
+/**
+ * A join's partner pop (RunnerContext.joinPartner): the other queue's
+ * partition of that name, popped without waiting in the query's group, its
+ * lease extended until the cycle is done.
+ */
+export function joinPartnerPop(rt: RunnerContext, queen: Queen, settings: RunSettings): NonNullable<RunnerContext['joinPartner']> {
+  return async (side, partition) => {
+    const queue = side === 'left' ? rt.plan.sourceQueue : rt.plan.join!.rightQueue;
+    const pop = await queen.queue(queue).partition(partition).pop({ ...popOptions(settings), partitions: undefined, batch: settings.batchSize, wait: false });
+    if (!pop || pop.messages.length === 0) return null;
+    const [batch] = groupByPartition(pop, side);
+    return { batch: batch!, done: extendWhileBusy(rt, queen, pop.leaseId) };
+  };
 }
 
 /** What every pop of the query sends besides its size: its group, its partitions, where a new group starts (`from`). */
@@ -99,7 +123,7 @@ export function popOptions(settings: RunSettings): Pick<PopOptions, 'consumerGro
  * batches are processed at once, which bounds memory. A failed pop backs
  * off exponentially (100 ms doubling, at most 5 s).
  */
-export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource, settings: RunSettings, signal: AbortSignal): Promise<void> {
+export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource, settings: RunSettings, signal: AbortSignal, side?: 'left' | 'right'): Promise<void> {
   const inFlight = new Set<Promise<void>>();
   const pacer = settings.maxMessagesPerSecond === undefined ? undefined : new Pacer(settings.maxMessagesPerSecond);
   let failures = 0;
@@ -132,7 +156,7 @@ export async function popLoop(rt: RunnerContext, queen: Queen, source: PopSource
       }
       if (!pop || pop.messages.length === 0) continue;
       pacer?.took(pop.messages.length);
-      const done: Promise<void> = processPop(rt, queen, pop, receivedAt).finally(() => inFlight.delete(done));
+      const done: Promise<void> = processPop(rt, queen, pop, receivedAt, side).finally(() => inFlight.delete(done));
       inFlight.add(done);
     }
   } finally {

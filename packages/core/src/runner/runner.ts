@@ -5,7 +5,7 @@ import { BrokerClock } from '../context/broker-clock.js';
 import { RunnerEmitter } from '../context/events.js';
 import { PartitionLocks } from '../context/partition-lock.js';
 import { StreamsApi } from '../context/state-api.js';
-import { popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
+import { joinPartnerPop, popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from '../windows/idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
 import { deadLetterQueueOf } from '../windows/emit-dead-letter.js';
@@ -119,21 +119,57 @@ async function startRunner(queen: Queen, plan: CompiledQuery, settings: RunSetti
   const api = new StreamsApi(queen);
   const stopper = new AbortController();
   try {
+    if (plan.join && plan.sourcePartition === null) await checkPartitionedAlike(queen, plan.sourceQueue, plan.join.rightQueue);
     const reg = await registerQuery(api, plan, settings);
     if (reg.pending_migrations.length > 0 && reg.version) {
       await migratePartitions({ api, queryId: reg.query_id, version: reg.version, signal: settings.abortSignal ?? stopper.signal }, plan, reg.pending_migrations);
     }
-    return { rt: createRunnerContext(plan, api, reg, settings, stopper), stopper };
+    const rt = createRunnerContext(plan, api, reg, settings, stopper);
+    if (plan.join) rt.joinPartner = joinPartnerPop(rt, queen, settings);
+    return { rt, stopper };
   } catch (err) {
     await queen.close();
     throw err;
   }
 }
 
+/** The partition names of a queue's first page (none when the queue does not exist yet). */
+async function partitionNames(queen: Queen, queue: string): Promise<string[]> {
+  try {
+    const detail = await queen.api.queueGet({ params: { queue }, query: { limit: 1000 }, idempotent: true });
+    return detail.partitions.map((p) => p.name);
+  } catch (err) {
+    if (err instanceof QueenError && err.code === 'QUEUE_NOT_FOUND') return [];
+    throw err;
+  }
+}
+
+/**
+ * A join pairs a partition with its namesake: two queues that both have
+ * partitions and not one name in common are partitioned differently (every
+ * left record would pair with nothing), and the run is refused. A name on
+ * one side only is fine (its other side has not been written yet).
+ */
+async function checkPartitionedAlike(queen: Queen, left: string, right: string): Promise<void> {
+  const [l, r] = await Promise.all([partitionNames(queen, left), partitionNames(queen, right)]);
+  if (l.length === 0 || r.length === 0 || l.some((name) => r.includes(name))) return;
+  throw new QueenError(
+    'VALIDATION_FAILED',
+    `.join(): "${left}" and "${right}" are not partitioned alike (a partition joins only its namesake of the other queue): no partition name in common (${JSON.stringify(l.slice(0, 3))}… against ${JSON.stringify(r.slice(0, 3))}…)`,
+    { details: [{ field: 'join', message: 'the two queues have no partition name in common' }] },
+  );
+}
+
 /** A pinned source pops through the partition route: only that partition is ever claimed. */
 function popSource(queen: Queen, plan: CompiledQuery): PopSource {
   const queue = queen.queue(plan.sourceQueue);
   return plan.sourcePartition === null ? queue : queue.partition(plan.sourcePartition);
+}
+
+/** A join's right queue, pinned like the source. */
+function rightSource(queen: Queen, plan: CompiledQuery): PopSource {
+  const queue = queen.queue(plan.join!.rightQueue);
+  return plan.join!.rightPartition === null ? queue : queue.partition(plan.join!.rightPartition);
 }
 
 /**
@@ -175,10 +211,11 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   const queen = new Queen({ url: settings.url, bearerToken: settings.bearerToken });
   const { rt, stopper } = await startRunner(queen, plan, settings);
   const queryUuid = rt.queryId;
-  const loops = Promise.all([
-    popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal),
-    flushLoop(rt, queen, stopper.signal),
-  ]);
+  const loops = Promise.all(
+    plan.join
+      ? [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal, 'left'), popLoop(rt, queen, rightSource(queen, plan), settings, stopper.signal, 'right')]
+      : [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal), flushLoop(rt, queen, stopper.signal)],
+  );
   return runHandle(rt, queen, queryUuid, loops, stopper, settings.abortSignal);
 }
 
@@ -212,6 +249,17 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
     consumerGroup: settings.consumerGroup,
     clock: rt.clock,
     async step(): Promise<number> {
+      if (plan.join) {
+        // A join pops each queue once: the left, then the right.
+        let popped = 0;
+        for (const [side, from] of [['left', source], ['right', rightSource(queen, plan)]] as const) {
+          const pop = await from.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
+          if (!pop || pop.messages.length === 0) continue;
+          await processPop(rt, queen, pop, rt.clock.local(), side);
+          popped += pop.messages.length;
+        }
+        return popped;
+      }
       const pop = await source.pop({ ...popOptions(settings), batch: settings.batchSize, wait: false });
       if (!pop || pop.messages.length === 0) return 0;
       await processPop(rt, queen, pop, rt.clock.local());

@@ -1,0 +1,1 @@
+export { ordersWithPayments, runOrdersPayments, type Order, type Payment, type OrderPayment, type OrdersPaymentsOptions } from './orders-payments.js';

@@ -1,0 +1,179 @@
+import type { ResolvedJoinOptions } from '../plan/join-options.js';
+import type { SourceMessage } from '../context/source-message.js';
+import type { StateOp, StateRow } from '../context/wire.js';
+import { JOIN_CLOCK_KEY, JOIN_PREFIX, SEP, joinRecordsKey, unescapeKeyPart } from '../plan/keys.js';
+import { toEpochMs } from '../plan/event-time.js';
+import { OperatorError } from '../commit/pre-ops.js';
+
+// The interval join's fold, pure: one cycle's messages of either side against
+// the records the shard holds. Each side keeps its newest time (its
+// watermark); a record more than the grace behind its own side's watermark is
+// late. A record pairs with every held record of the other side with the same
+// key whose time is within the bound; then it is held itself. A held record
+// leaves once the OTHER side's watermark, less the grace, is past its time
+// plus the bound: any record of that side still to come is later than that
+// (or late), so it can pair with nothing more. A left join emits the left
+// record that paired with nothing as it leaves. The pairs are therefore the
+// same whatever the batches or the order the two sides are processed in:
+// every couple of records, neither late, with equal keys and times at most
+// `within` apart.
+
+export type JoinSide = 'left' | 'right';
+
+/** A record a join holds (the value of `join␟<side>␟<key>` rows: `{records}`). */
+export interface HeldRecord {
+  offset: string;
+  /** Epoch ms: the event time, or the broker's createdAt. */
+  time: number;
+  /** The message's payload. */
+  value: unknown;
+  /** A left record that has paired (a left join emits the others with a null right side). */
+  matched?: true;
+}
+
+/** The bookkeeping row `__join__`: each side's watermark (null: none yet) and the partition's name. */
+export interface JoinClock {
+  left: number | null;
+  right: number | null;
+  partition: string;
+}
+
+/** One side's messages of a cycle, in offset order. */
+export interface JoinInput {
+  side: JoinSide;
+  messages: readonly SourceMessage[];
+}
+
+/** A pair, or an unmatched left record, with its deterministic identity (PROTOCOL §7.6). */
+export interface JoinOutput {
+  /** `pair␟<left offset>␟<right offset>` or `left␟<left offset>`. */
+  identity: string;
+  value: unknown;
+  key: string;
+  /** The offset of the message whose side this cycle reads, for a pair found now; the left record's for an unmatched one. */
+  offset: string;
+}
+
+export interface JoinFold {
+  stateOps: StateOp[];
+  outputs: JoinOutput[];
+  /** Records dropped as late. */
+  late: number;
+  /** Records held after the fold, per side. */
+  held: { left: number; right: number };
+}
+
+const other = (side: JoinSide): JoinSide => (side === 'left' ? 'right' : 'left');
+
+function timeOf(opts: ResolvedJoinOptions, side: JoinSide, message: SourceMessage): number {
+  const extract = side === 'left' ? opts.eventTimeLeft : opts.eventTimeRight;
+  if (!extract) return Date.parse(message.createdAt);
+  let raw: unknown;
+  try {
+    raw = extract(message.data);
+  } catch (err) {
+    throw new OperatorError('join', err, message.offset);
+  }
+  const ms = toEpochMs(raw);
+  if (ms === undefined) throw new OperatorError('join', new Error(`eventTime (${side}) returned no time (a Date, epoch ms or an ISO string)`), message.offset);
+  return ms;
+}
+
+function keyOf(opts: ResolvedJoinOptions, side: JoinSide, message: SourceMessage): string {
+  try {
+    return String((side === 'left' ? opts.keyLeft : opts.keyRight)(message.data));
+  } catch (err) {
+    throw new OperatorError('join', err, message.offset);
+  }
+}
+
+function select(opts: ResolvedJoinOptions, left: unknown, right: unknown, offset: string): unknown {
+  try {
+    return opts.select(left, right);
+  } catch (err) {
+    throw new OperatorError('join', err, offset);
+  }
+}
+
+/** The side and user key of a records row, or undefined for any other row. */
+export function parseRecordsKey(key: string): { side: JoinSide; userKey: string } | undefined {
+  if (!key.startsWith(JOIN_PREFIX)) return undefined;
+  const rest = key.slice(JOIN_PREFIX.length);
+  const at = rest.indexOf(SEP);
+  const side = rest.slice(0, at);
+  if (side !== 'left' && side !== 'right') return undefined;
+  return { side, userKey: unescapeKeyPart(rest.slice(at + 1)) };
+}
+
+/**
+ * One cycle's fold over a shard's rows (all of them: the records rows and
+ * `__join__`). Answers the state ops (every one a compare-and-set, and
+ * `__join__` written by every cycle, so two cycles of one shard never both
+ * commit from the same rows), the outputs and the late count.
+ */
+export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string): JoinFold {
+  const clockRow = stored.get(JOIN_CLOCK_KEY);
+  const clock: JoinClock = { left: clockRow?.value?.left ?? null, right: clockRow?.value?.right ?? null, partition };
+  const rows = new Map<string, HeldRecord[]>();
+  for (const [key, row] of stored) if (parseRecordsKey(key)) rows.set(key, (row.value?.records ?? []).map((r: HeldRecord) => ({ ...r })));
+  const dirty = new Set<string>();
+  const outputs: JoinOutput[] = [];
+  let late = 0;
+
+  for (const { side, messages } of inputs) {
+    for (const m of messages) {
+      const time = timeOf(opts, side, m);
+      const key = keyOf(opts, side, m);
+      const mark = clock[side];
+      if (mark !== null && time < mark - opts.graceMs) {
+        late += 1;
+        continue;
+      }
+      clock[side] = mark === null ? time : Math.max(mark, time);
+      const own: HeldRecord = { offset: m.offset, time, value: m.data };
+      const otherKey = joinRecordsKey(other(side), key);
+      for (const held of rows.get(otherKey) ?? []) {
+        if (Math.abs(held.time - time) > opts.withinMs) continue;
+        const [l, r] = side === 'left' ? [own, held] : [held, own];
+        if (!l.matched) {
+          l.matched = true;
+          if (l === held) dirty.add(otherKey);
+        }
+        outputs.push({ identity: `pair${SEP}${l.offset}${SEP}${r.offset}`, value: select(opts, l.value, r.value, m.offset), key, offset: m.offset });
+      }
+      const ownKey = joinRecordsKey(side, key);
+      const list = rows.get(ownKey) ?? [];
+      list.push(own);
+      rows.set(ownKey, list);
+      dirty.add(ownKey);
+    }
+  }
+
+  // Records whose bound the other side's watermark has passed leave.
+  const held = { left: 0, right: 0 };
+  for (const [key, list] of rows) {
+    const { side, userKey } = parseRecordsKey(key)!;
+    const mark = clock[other(side)];
+    const keep: HeldRecord[] = [];
+    for (const rec of list) {
+      if (mark !== null && mark - opts.graceMs > rec.time + opts.withinMs) {
+        if (side === 'left' && opts.type === 'left' && !rec.matched) {
+          outputs.push({ identity: `left${SEP}${rec.offset}`, value: select(opts, rec.value, null, rec.offset), key: userKey, offset: rec.offset });
+        }
+      } else keep.push(rec);
+    }
+    if (keep.length !== list.length) dirty.add(key);
+    rows.set(key, keep);
+    held[side] += keep.length;
+  }
+
+  const stateOps: StateOp[] = [];
+  for (const key of dirty) {
+    const list = rows.get(key)!;
+    const version = stored.get(key)?.version ?? 0;
+    if (list.length > 0) stateOps.push({ type: 'upsert', key, value: { records: list }, expected_version: version });
+    else if (version > 0) stateOps.push({ type: 'delete', key, expected_version: version });
+  }
+  stateOps.push({ type: 'upsert', key: JOIN_CLOCK_KEY, value: clock, expected_version: clockRow?.version ?? 0 });
+  return { stateOps, outputs, late, held };
+}
