@@ -235,7 +235,8 @@ export type DlqRequeueBody = z.infer<typeof dlqRequeueBody>;
 /**
  * One message of a requeue, in input order (by ids) or oldest failure first
  * (bulk). `success:false, code:"MESSAGE_NOT_FOUND"`: no DLQ entry matched the
- * id (never there, or already requeued or deleted).
+ * id (never there, or already requeued or deleted); `code:"QUEUE_FULL"`: the
+ * destination queue had no room under its maxSize, and the entries stay.
  */
 export const dlqRequeueResult = z.object({
   index: z.number().int(),
@@ -264,6 +265,8 @@ export const dlqRequeueResponse = z.object({
   success: z.literal(true),
   /** Messages re-pushed (queued or duplicate) by this request. */
   requeued: z.number().int(),
+  /** Messages not re-pushed because their destination queue was at its maxSize: their entries stay in the DLQ (results say QUEUE_FULL). */
+  refused: z.number().int().optional(),
   results: z.array(dlqRequeueResult),
   /** Bulk only: matching entries still in the DLQ after this request (call again while > 0). */
   remaining: z.number().int().optional(),

@@ -20,6 +20,7 @@ declare
   v_release    boolean := coalesce((p_el->>'release_lease')::boolean, true);
   v_status     text;
   v_lease      uuid;
+  v_full       record;
 begin
   -- Rank 3: the query row first (a drop or reset holding it FOR UPDATE makes
   -- us wait, then find it gone), then the (query, partition) shard lock, so a
@@ -29,6 +30,19 @@ begin
     perform queen_streams.fail_v2('QUERY_NOT_FOUND');
   end if;
   perform pg_advisory_xact_lock(hashtextextended(v_qid::text || ':' || v_pid::text, 0));
+
+  -- Sink queues with a maxSize (`sink_bounded`: [{queue, count}], sent only
+  -- when the broker knows one is bounded): locked and counted after rank 3 and
+  -- before rank 4 (queen.log_queue_room_v1.sql). One without room fails the
+  -- element before it writes anything: the sink is backpressure, the cycle
+  -- waits, and its source messages stay unacknowledged.
+  if p_el ? 'sink_bounded' then
+    select f.* into v_full from queen.log_queue_first_full_v1(p_el->'sink_bounded') f;
+    if v_full.queue is not null then
+      perform queen_streams.fail_v2('QUEUE_FULL', jsonb_build_object('queue', v_full.queue, 'pending', v_full.pending,
+        'maxSize', v_full.max_size, 'count', v_full.count, 'retryAfter', 1));
+    end if;
+  end if;
 
   -- State ops, in array order, each a compare-and-set when expected_version is given.
   v_state_res := queen_streams.apply_state_ops_v1(v_qid, v_pid, coalesce(p_el->'state_ops', '[]'::jsonb));

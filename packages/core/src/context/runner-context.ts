@@ -41,6 +41,8 @@ export interface RunMetrics {
   emitsDeadLetteredTotal: number;
   /** Window emits the sink answered `duplicate` in a committed cycle or flush (a window closed twice); each also reported as WINDOW_REEMITTED. */
   windowsReemittedTotal: number;
+  /** Cycles and flushes a sink queue at its maxSize refused (QUEUE_FULL; each one waited and was tried again, see `sink:full`). */
+  sinkFullTotal: number;
 }
 
 /** Where the runner writes its log lines (a pino logger fits; default `console`). */
@@ -90,6 +92,8 @@ export interface RunnerContext {
   logger: RunnerLogger;
   report(err: unknown, info: ErrorInfo): void;
   isStopped(): boolean;
+  /** Aborts when the runner stops: waits end early on it. */
+  signal: AbortSignal;
 }
 
 /**
