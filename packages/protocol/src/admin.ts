@@ -107,15 +107,22 @@ export const groupDeleteResponse = z.object({
   metadataDeleted: z.boolean(),
 });
 
+/**
+ * Stable; Lagging when the oldest message not yet acked is at least 60 s
+ * old; Dead when there is lag and nothing was acked for an hour.
+ */
+export const groupState = z.enum(['Stable', 'Lagging', 'Dead']);
 export const groupSummary = z.object({
   name: z.string(),
   topics: z.array(z.string()),
-  queues: z.array(z.object({ queue: z.string(), lag: z.number().int(), maxTimeLag: z.number().int() })),
+  /** Per queue the group reads: that queue's own lag, time lag (s), live leases and state. */
+  queues: z.array(z.object({ queue: z.string(), lag: z.number().int(), maxTimeLag: z.number().int(), members: z.number().int(), state: groupState })),
   members: z.number().int(),
   totalLag: z.number().int(),
   partitionsWithLag: z.number().int(),
   maxTimeLag: z.number().int(),
-  state: z.enum(['Stable', 'Lagging', 'Dead']),
+  /** The whole group's state, over all its queues (a queue's own is in `queues`). */
+  state: groupState,
 });
 export const groupListResponse = z.array(groupSummary);
 
