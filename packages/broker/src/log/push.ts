@@ -36,7 +36,7 @@ const PUSH_CAPPED_SQL: NamedStatement = { name: 'queen_push_capped', text: 'sele
 const FIRST_FULL_SQL: NamedStatement = { name: 'queen_first_full', text: 'select * from queen.log_queue_first_full_v1($1::jsonb)' };
 
 /** Seconds a 429 QUEUE_FULL asks the producer to wait (Retry-After, and `retryAfter` in the body). */
-export const QUEUE_FULL_RETRY_AFTER_S = 1;
+const QUEUE_FULL_RETRY_AFTER_S = 1;
 
 /** The items per queue of `items` that go to a queue of `bounded`, as the room check takes them. */
 export function boundedCounts(items: readonly { queue: string }[], bounded: ReadonlyMap<string, number>): Map<string, number> {

@@ -70,7 +70,7 @@ type CommitResult = 'committed' | 'conflict' | 'deferred' | 'not-committed';
 export const MAX_CONFLICT_RETRIES = 8;
 
 /** The longest wait between two tries of a cycle whose sink queue is full (ms); the first is the broker's retryAfter. */
-export const SINK_FULL_MAX_WAIT_MS = 5000;
+const SINK_FULL_MAX_WAIT_MS = 5000;
 
 /** Outcome codes that mean "this batch's lease is gone": nothing applied, the batch comes back. */
 const LEASE_LOST = new Set(['LEASE_EXPIRED', 'ALREADY_ACKED', 'MESSAGE_NOT_FOUND', 'MESSAGE_NOT_LEASED', 'ACK_COUNT_MISMATCH']);
