@@ -265,8 +265,9 @@ describe('operator console in Chromium', () => {
     await open(page, '#/groups');
     await page.fill('input[name=search]', group);
     const row = `[data-testid=groups] tr[data-group="${group}"]`;
-    expect(await textOf(page, `${row} [data-queue="${caughtUp}"] .badge`, /^Stable$/)).toBe('Stable');
-    expect(await textOf(page, `${row} [data-queue="${behind}"] .badge`, /^Lagging$/)).toBe('Lagging');
+    // The page polls every 5 s and the listing totals follow writes asynchronously: a generous wait.
+    expect(await textOf(page, `${row} [data-queue="${caughtUp}"] .badge`, /^Stable$/, 40000)).toBe('Stable');
+    expect(await textOf(page, `${row} [data-queue="${behind}"] .badge`, /^Lagging$/, 40000)).toBe('Lagging');
     expect(await page.textContent(`${row} td:last-child .badge`)).toBe('Lagging');
   });
 
