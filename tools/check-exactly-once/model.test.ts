@@ -14,9 +14,17 @@ describe('reference model', () => {
   it('window assignment: tumbling, sliding, cron units, a cron seconds list (wrapping the minute)', () => {
     expect(fixedWindowsOf(base, 1999)).toEqual([{ start: 1000, end: 2000 }]);
     expect(fixedWindowsOf(base, 2000)).toEqual([{ start: 2000, end: 3000 }]);
-    expect(fixedWindowsOf({ ...base, kind: 'sliding' }, 2500)).toEqual([
+    expect(fixedWindowsOf({ ...base, kind: 'sliding', sliding: { sizeMs: 2000, slideMs: 1000 } }, 2500)).toEqual([
       { start: 1000, end: 3000 },
       { start: 2000, end: 4000 },
+    ]);
+    // size not a multiple of slide: 1500/1000 puts 2400 in two windows, 2600 in one
+    const odd: Variant = { ...base, kind: 'sliding', sliding: { sizeMs: 1500, slideMs: 1000 } };
+    expect(fixedWindowsOf(odd, 2400)).toEqual([{ start: 1000, end: 2500 }, { start: 2000, end: 3500 }]);
+    expect(fixedWindowsOf(odd, 2500)).toEqual([{ start: 2000, end: 3500 }]);
+    expect(fixedWindowsOf({ ...base, kind: 'sliding', sliding: { sizeMs: 1000, slideMs: 400 } }, 1000)).toEqual([
+      { start: 400, end: 1400 },
+      { start: 800, end: 1800 },
     ]);
     expect(fixedWindowsOf({ ...base, kind: 'cron-unit' }, 59_999)).toEqual([{ start: 59_000, end: 60_000 }]);
     const m = 120_000;
@@ -83,7 +91,7 @@ describe('reference model', () => {
   });
 
   it('sliding in event time: one late record per missed window, folded into the windows still open', () => {
-    const v: Variant = { ...base, kind: 'sliding', time: 'event' };
+    const v: Variant = { ...base, kind: 'sliding', time: 'event', sliding: { sizeMs: 2000, slideMs: 1000 } };
     const r = referenceModel(v, [msg('p0', { k: 'a', n: 1, ts: 3000 }), msg('p0', { k: 'a', n: 7, ts: 2500, wmSeen: 3000 }), msg('p0', { k: 'z', n: 0, ts: 99_000 })]);
     // 2500 is in [1000, 3000) (ended at the seen watermark 3000: late) and [2000, 4000) (open: folded)
     expect(r.late.map((l) => [l.start, l.end])).toEqual([[1000, 3000]]);

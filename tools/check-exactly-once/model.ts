@@ -7,7 +7,8 @@
 //
 // Rules it encodes:
 //   tumbling   [floor(t/S)·S, +S), epoch aligned, end exclusive
-//   sliding    [k·slide, k·slide + size) for every k with t inside
+//   sliding    [k·slide, k·slide + size) for every integer k with t inside
+//              (any slide up to size: a multiple or not)
 //   cron unit  'second': like tumbling with S = 1 s (UTC has no leap seconds in epoch time)
 //   cron expr  fire times split the line into [fire_i, fire_i+1); here a
 //              seconds list with every other field '*': fires at those
@@ -91,8 +92,8 @@ export function fixedWindowsOf(v: Variant, t: number): Span[] {
       return [{ start, end: start + 1000 }];
     }
     case 'sliding': {
-      const size = 2000;
-      const slide = 1000;
+      const size = v.sliding!.sizeMs;
+      const slide = v.sliding!.slideMs;
       const out: Span[] = [];
       for (let k = Math.floor(t / slide); k * slide + size > t; k--) out.push({ start: k * slide, end: k * slide + size });
       return out.reverse();

@@ -334,7 +334,7 @@ async function settle(variant: Variant, schedule: Schedule, broker: () => TestBr
   if (variant.kind === 'gate') {
     // nothing to wait for but the denied tails' leases
   } else if (variant.time === 'processing') {
-    const longest = variant.kind === 'sliding' ? 2000 : variant.kind === 'cron-expr' ? 6000 : 1000;
+    const longest = variant.kind === 'sliding' ? variant.sliding!.sizeMs : variant.kind === 'cron-expr' ? 6000 : 1000;
     await sleep(longest + variant.graceS * 1000 + variant.idleFlushMs + 500);
     while ((await stateRows()) > 0 && Date.now() < deadline) await sleep(200);
   } else {

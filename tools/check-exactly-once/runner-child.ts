@@ -3,7 +3,7 @@
 // JSON) with the public builder of `queen-mq`, against the broker at
 // QUEEN_URL (the fault proxy). Prints `ready <queryUuid>` once registered.
 import { Queen, Stream } from 'queen-mq';
-import { cronExpressionOf, SESSION_GAP_S, SLIDING, TUMBLING_S, type Variant } from './variant.js';
+import { cronExpressionOf, SESSION_GAP_S, TUMBLING_S, type Variant } from './variant.js';
 
 const url = process.env.QUEEN_URL!;
 const variant = JSON.parse(process.env.VARIANT!) as Variant;
@@ -54,7 +54,7 @@ function windowChain() {
     variant.kind === 'tumbling'
       ? keyed.windowTumbling({ seconds: TUMBLING_S, ...common })
       : variant.kind === 'sliding'
-        ? keyed.windowSliding({ size: SLIDING.sizeS, slide: SLIDING.slideS, ...common })
+        ? keyed.windowSliding({ size: variant.sliding!.sizeMs / 1000, slide: variant.sliding!.slideMs / 1000, ...common })
         : variant.kind === 'session'
           ? keyed.windowSession({ gap: SESSION_GAP_S, ...common })
           : variant.kind === 'cron-unit'

@@ -26,7 +26,7 @@
 // event from its stored neighbours and `wmSeen`, and reports an event that is
 // neither provably on time nor provably late as a schedule error.
 import type { Rng } from './prng.js';
-import { SESSION_GAP_S, SLIDING, TUMBLING_S, type Fault, type Variant } from './variant.js';
+import { SESSION_GAP_S, TUMBLING_S, type Fault, type Variant } from './variant.js';
 
 export interface Item {
   /** State key (keyBy). */
@@ -115,7 +115,7 @@ function processingSchedule(rng: Rng, v: Variant, partitions: string[]): Schedul
 function longestWindowMs(v: Variant): number {
   switch (v.kind) {
     case 'sliding':
-      return SLIDING.sizeS * 1000;
+      return v.sliding!.sizeMs;
     case 'cron-expr':
       return 6000; // fire gaps are at most 3 s, 5 s across the minute
     case 'session':

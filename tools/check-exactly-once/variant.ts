@@ -23,6 +23,8 @@ export interface Variant {
   /** Event time only. */
   onLate: OnLate;
   idleFlushMs: number;
+  /** sliding: window length and hop (ms); the size need not be a multiple of the slide. */
+  sliding?: { sizeMs: number; slideMs: number };
   /** cron-expr: the seconds the expression fires at (every minute, every hour). */
   cronSeconds?: number[];
   timeZone?: string;
@@ -53,7 +55,15 @@ export interface VariantFilter {
 
 /** Window lengths the checker uses (small, so a seed takes seconds). */
 export const TUMBLING_S = 1;
-export const SLIDING = { sizeS: 2, slideS: 1 };
+/** Sliding shapes a seed draws from (s): one whole multiple, the others not (size % slide != 0), fractions included. */
+export const SLIDING_SHAPES = [
+  { sizeS: 2, slideS: 1 },
+  { sizeS: 1.5, slideS: 1 },
+  { sizeS: 2, slideS: 0.75 },
+  { sizeS: 1, slideS: 0.4 },
+  { sizeS: 1.3, slideS: 1.3 },
+  { sizeS: 1.7, slideS: 0.5 },
+] as const;
 export const SESSION_GAP_S = 0.3;
 
 const ZONES = ['UTC', 'Europe/Berlin', 'Asia/Kolkata', 'America/St_Johns', 'Australia/Adelaide'];
@@ -80,6 +90,10 @@ export function drawVariant(rng: Rng, filter: VariantFilter = {}): Variant {
     badEventTime: time === 'event' && kind !== 'gate' ? (filter.badEventTime ?? rng.chance(0.3)) : false,
     faults,
   };
+  if (kind === 'sliding') {
+    const shape = rng.pick(SLIDING_SHAPES);
+    v.sliding = { sizeMs: Math.round(shape.sizeS * 1000), slideMs: Math.round(shape.slideS * 1000) };
+  }
   if (kind === 'cron-expr') {
     v.cronSeconds = cronSecondsOf(rng);
     v.timeZone = rng.pick(ZONES);
@@ -109,6 +123,7 @@ export function cronExpressionOf(v: Variant): string {
 export function describeVariant(v: Variant): string {
   const parts: string[] = [v.kind, v.time];
   if (v.kind === 'cron-expr') parts.push(`'${cronExpressionOf(v)}'@${v.timeZone}`);
+  if (v.kind === 'sliding') parts.push(`size=${v.sliding!.sizeMs / 1000}s slide=${v.sliding!.slideMs / 1000}s`);
   if (v.kind === 'gate') parts.push(`${v.gateStyle} budget=${v.budget} denyYounger=${v.denyYoungerMs}ms`);
   else if (v.kind === 'join') parts.push(`${v.joinType} within=${v.withinMs}ms grace=${v.graceS}s`);
   else {

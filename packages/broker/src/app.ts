@@ -115,7 +115,11 @@ export async function buildApp(ctx: BrokerContext, plugins: BrokerPlugin[] = [])
 
   app.setErrorHandler(async (err, req, reply) => {
     const error = ctx.db.translate(err);
-    if (error instanceof QueenError) return reply.code(error.status).send(error.toBody());
+    if (error instanceof QueenError) {
+      // QUEUE_FULL on any write path: the producer is told when to try again.
+      if (typeof error.extra?.retryAfter === 'number') reply.header('Retry-After', String(error.extra.retryAfter));
+      return reply.code(error.status).send(error.toBody());
+    }
     const e = err as { code?: string; statusCode?: number; message?: string };
     if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send(new QueenError('PAYLOAD_TOO_LARGE').toBody());
     // A Content-Type that names JSON but does not parse as a media type.

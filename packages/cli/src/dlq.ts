@@ -33,6 +33,7 @@ async function requeueInBulk(ctx: Ctx): Promise<number> {
   const line = progress(io);
   let queued = 0;
   let duplicate = 0;
+  let refused = 0;
   for (;;) {
     const res = await queen.api.dlqRequeue({ body });
     printRows(io, json, REQUEUE_COLUMNS, res.results);
@@ -40,8 +41,10 @@ async function requeueInBulk(ctx: Ctx): Promise<number> {
       if (r.status === 'queued') queued++;
       else if (r.status === 'duplicate') duplicate++;
     }
+    refused += res.refused ?? 0;
     const remaining = res.remaining ?? 0;
-    const text = `requeued ${queued + duplicate} (${queued} queued, ${duplicate} duplicate), ${remaining} entries left`;
+    const full = refused ? `, ${refused} kept in the DLQ (queue full)` : '';
+    const text = `requeued ${queued + duplicate} (${queued} queued, ${duplicate} duplicate)${full}, ${remaining} entries left`;
     if (remaining === 0 || res.requeued === 0) {
       line.done(text);
       break;
@@ -55,9 +58,11 @@ async function actOnIds(ctx: Ctx, route: 'dlqRequeue' | 'dlqDelete', columns: st
   const target = route === 'dlqRequeue' ? { targetQueue: str(ctx.values['to-queue']), targetPartition: str(ctx.values['to-partition']) } : {};
   const res = await ctx.queen.api[route]({ body: { ids: ctx.args, consumerGroup: str(ctx.values.group), ...target } });
   printRows(ctx.io, ctx.json, columns, res.results);
-  const missing = res.results.filter((r) => !r.success).length;
+  const missing = res.results.filter((r) => !r.success && r.code !== 'QUEUE_FULL').length;
+  const full = res.results.filter((r) => r.code === 'QUEUE_FULL').length;
   if (missing) ctx.io.stderr.write(`${missing} of ${res.results.length} id(s) had no DLQ entry\n`);
-  return missing ? EXIT.NOT_FOUND : EXIT.OK;
+  if (full) ctx.io.stderr.write(`${full} of ${res.results.length} id(s) stay in the DLQ: their queue is at its maxSize (QUEUE_FULL)\n`);
+  return missing ? EXIT.NOT_FOUND : full ? EXIT.ERROR : EXIT.OK;
 }
 
 /** `queen dlq list|requeue|delete`. */

@@ -12,11 +12,12 @@ export const groupsCommands: Record<string, CommandSpec> = {
     async run({ io, queen, json, values }) {
       const queue = str(values.queue);
       const groups = await allPages((query) => queen.api.groupList({ query }));
-      // One row per (group, queue): lag in messages and in seconds (age of the oldest pending message).
+      // One row per (group, queue), each that queue's own: lag in messages and in seconds (age of the
+      // oldest pending message), live leases and state (never another queue's of the group).
       const rows = groups.flatMap((g) =>
         g.queues
           .filter((q) => queue === undefined || q.queue === queue)
-          .map((q) => ({ group: g.name, queue: q.queue, lag: q.lag, lagSeconds: q.maxTimeLag, members: g.members, state: g.state })),
+          .map((q) => ({ group: g.name, queue: q.queue, lag: q.lag, lagSeconds: q.maxTimeLag, members: q.members, state: q.state })),
       );
       printRows(io, json, ['group', 'queue', 'lag', 'lagSeconds', 'members', 'state'], rows);
       return EXIT.OK;

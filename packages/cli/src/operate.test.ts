@@ -167,6 +167,33 @@ describe('queen operator commands', () => {
     expect(gone.stderr).toContain('QUEUE_NOT_FOUND (HTTP 404)');
   });
 
+  it("groups list: each (group, queue) row is that queue's own lag, members and state, not the group's", async () => {
+    // The queue-mode group reads two queues: caught up on one, an old message pending (and leased) on the other.
+    const caughtUp = uniqueName('cli-gs-a');
+    const behind = uniqueName('cli-gs-b');
+    await pushN(caughtUp, 2);
+    expect((await b.http('GET', `/api/v1/pop/queue/${caughtUp}?batch=2&autoAck=true`)).body.messages).toHaveLength(2);
+    await pushN(behind, 3);
+    expect((await b.http('GET', `/api/v1/pop/queue/${behind}?batch=1`)).body.messages).toHaveLength(1);
+    await b.sql.query(`update queen.messages m set created_at = m.created_at - interval '2 minutes' from queen.partitions p where p.id = m.partition_id and p.queue_name = $1`, [behind]);
+    await b.ctx.totals.flush();
+    const rows = async (queue: string) => (await run(['groups', 'list', '--queue', queue])).rows.filter((r: any) => r.group === '__QUEUE_MODE__');
+    // The listing totals follow writes asynchronously: read until both rows are current.
+    const want = (r: any[], lag: number, state: string) => r.length === 1 && r[0].lag === lag && r[0].state === state;
+    await eventually(async () => want(await rows(caughtUp), 0, 'Stable') && want(await rows(behind), 3, 'Lagging'), 10000, 200).catch(async () => {
+      expect([await rows(caughtUp), await rows(behind)]).toEqual('rows that never became current');
+    });
+    expect(await rows(caughtUp)).toEqual([{ group: '__QUEUE_MODE__', queue: caughtUp, lag: 0, lagSeconds: 0, members: 0, state: 'Stable' }]);
+    expect(await rows(behind)).toEqual([{ group: '__QUEUE_MODE__', queue: behind, lag: 3, lagSeconds: expect.any(Number), members: 1, state: 'Lagging' }]);
+    expect((await rows(behind))[0].lagSeconds).toBeGreaterThanOrEqual(119);
+    // The whole group's state is still there, once per group, in the route's answer.
+    const group = (await b.http('GET', '/api/v1/consumer-groups?search=__QUEUE_MODE__')).body.find((g: any) => g.name === '__QUEUE_MODE__');
+    expect(group.state).toBe('Lagging');
+    expect(group.queues.filter((q: any) => q.queue === caughtUp || q.queue === behind).map((q: any) => [q.queue, q.state, q.members])).toEqual(
+      [[caughtUp, 'Stable', 0], [behind, 'Lagging', 1]].sort((x, y) => (x[0]! < y[0]! ? -1 : 1)),
+    );
+  });
+
   it('groups list shows lag in messages and seconds; groups show; groups seek moves the cursor', async () => {
     const q = uniqueName('cli-g');
     await pushN(q, 5);

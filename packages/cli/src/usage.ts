@@ -29,7 +29,7 @@ Operations:
   queues show <queue>              options and partitions
   queues configure <queue> option=value...   e.g. leaseTime=60 retryLimit=5 (JSON values; null resets)
   queues delete <queue> --yes
-  groups list [--queue q]          lag per group and queue, in messages and seconds
+  groups list [--queue q]          lag and state per group and queue (each row that queue's own)
   groups show <group> [--queue q]  cursors and leases per partition
   groups seek <group> <queue>      --to-end | --timestamp ISO | --partition p [--offset n | --timestamp ISO | --to-end]
   dlq list [--queue q] [--group g] [--partition p] [--limit n] [--offset n]

@@ -252,6 +252,25 @@ describe('operator console in Chromium', () => {
     );
   });
 
+  it("consumer groups: each queue of a group shows its own state, as the CLI's rows do; the group's state once", async () => {
+    const { page } = admin;
+    const group = uniqueName('mixed');
+    const caughtUp = uniqueName('con-gs-a');
+    const behind = uniqueName('con-gs-b');
+    for (const q of [caughtUp, behind]) await http('POST', '/api/v1/push', { items: [1, 2].map((payload) => ({ queue: q, payload })) });
+    expect((await http('GET', `/api/v1/pop/queue/${caughtUp}?consumerGroup=${group}&batch=2&autoAck=true`)).body.messages).toHaveLength(2);
+    expect((await http('GET', `/api/v1/pop/queue/${behind}?consumerGroup=${group}&batch=1&autoAck=true`)).body.messages).toHaveLength(1);
+    await b.sql.query(`update queen.messages m set created_at = m.created_at - interval '2 minutes' from queen.partitions p where p.id = m.partition_id and p.queue_name = $1`, [behind]);
+    await b.ctx.totals.flush();
+    await open(page, '#/groups');
+    await page.fill('input[name=search]', group);
+    const row = `[data-testid=groups] tr[data-group="${group}"]`;
+    // The page polls every 5 s and the listing totals follow writes asynchronously: a generous wait.
+    expect(await textOf(page, `${row} [data-queue="${caughtUp}"] .badge`, /^Stable$/, 40000)).toBe('Stable');
+    expect(await textOf(page, `${row} [data-queue="${behind}"] .badge`, /^Lagging$/, 40000)).toBe('Lagging');
+    expect(await page.textContent(`${row} td:last-child .badge`)).toBe('Lagging');
+  });
+
   it('consumer groups: the stream group with lag per partition and its subscription mode', async () => {
     const { page } = admin;
     const group = `streams.${queryId}`;

@@ -241,6 +241,42 @@ describe('enqueue in the application transaction', () => {
     expect((await b.sql.query('select count(*)::int as n from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [q])).rows[0].n).toBe(1);
   });
 
+  it('refuses a queue at its maxSize with QUEUE_FULL: the order row rolls back with it; with room it commits; racing enqueues get exactly the room left', async () => {
+    const q = uniqueName('capped');
+    expect((await b.http('POST', '/api/v1/configure', { queue: q, options: { maxSize: 3 } })).status).toBe(200);
+    expect((await pushPayloads(q, [1, 2])).status).toBe(201);
+    const stored = async () => (await b.sql.query('select count(*)::int as n from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1', [q])).rows[0].n;
+    const orders = async (item: string) => (await b.sql.query('select count(*)::int as n from orders where item = $1', [item])).rows[0].n;
+    const err = await inTransaction(async (client) => {
+      await client.query('insert into orders (item) values ($1)', [`${q}-over`]);
+      return enqueue(client, q, ['a', 'b']);
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QueenError);
+    expect(err).toMatchObject({ code: 'QUEUE_FULL', status: 429, extra: { queue: q, pending: 2, maxSize: 3, count: 2 } });
+    expect((err as Error).message).toContain(`${q}: 2 pending, maxSize 3, this push 2`);
+    expect(await orders(`${q}-over`)).toBe(0);
+    expect(await stored()).toBe(2);
+    // Three transactions race for the last place while one holds the queue row: one gets it.
+    const holder = await app.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from queen.queues where name = $1 for no key update', [q]);
+      const racing = Array.from({ length: 3 }, (_, i) =>
+        inTransaction(async (client) => {
+          await client.query('insert into orders (item) values ($1)', [`${q}-race`]);
+          return enqueue(client, q, [{ payload: i }]);
+        }).then(() => 'in', (e: unknown) => (e as QueenError).code),
+      );
+      await eventually(async () => (await b.sql.query(`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%app_enqueue_v1%'`)).rows[0].n === 3, 10000);
+      await holder.query('commit');
+      expect((await Promise.all(racing)).sort()).toEqual(['QUEUE_FULL', 'QUEUE_FULL', 'in']);
+    } finally {
+      holder.release();
+    }
+    expect(await stored()).toBe(3);
+    expect(await orders(`${q}-race`)).toBe(1);
+  });
+
   it('refuses bad input before sending anything: VALIDATION_FAILED naming the field', async () => {
     await expect(enqueue(app, 'q', [{ payload: 1, transactionId: '' }])).rejects.toMatchObject({ code: 'VALIDATION_FAILED', details: [{ field: 'items[0].transactionId' }] });
     await expect(enqueue(app, 'q', [1], { partiton: 'p' } as never)).rejects.toMatchObject({ code: 'VALIDATION_FAILED', message: expect.stringContaining('did you mean "partition"') });

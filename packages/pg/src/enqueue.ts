@@ -45,7 +45,8 @@ interface EnqueueRow {
  *
  * Throws QueenError: VALIDATION_FAILED (a bad item or option; nothing sent),
  * QUEUE_ENCRYPTED (an encryptionEnabled queue: only a broker holds its key),
- * NOT_READY (no Queen schema in this database). After a throw from
+ * QUEUE_FULL (the queue's maxSize leaves no room for the items; `extra`
+ * carries queue, pending, maxSize and count; nothing appended), NOT_READY (no Queen schema in this database). After a throw from
  * PostgreSQL your transaction is aborted: roll it back.
  */
 export async function enqueue(

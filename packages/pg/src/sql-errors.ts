@@ -18,7 +18,7 @@ export function queenErrorOf(err: unknown, call: string): unknown {
     } catch {
       /* a hint that is not ours: the code alone */
     }
-    return new QueenError(e.message, `${call}: ${errorMessage(e.message)}; the transaction is aborted`, { extra, cause: err });
+    return new QueenError(e.message, `${call}: ${errorMessage(e.message, extra)}; the transaction is aborted`, { extra, cause: err });
   }
   if (e.code === 'P0002') {
     return new QueenError('QUEUE_NOT_FOUND', `${call}: a queue it writes to was deleted meanwhile; the transaction is aborted (run it again to re-create the queue)`, { cause: err });

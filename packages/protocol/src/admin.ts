@@ -139,15 +139,22 @@ export const groupDeleteResponse = z.object({
   metadataDeleted: z.boolean(),
 });
 
+/**
+ * Stable; Lagging when the oldest message not yet acked is at least 60 s
+ * old; Dead when there is lag and nothing was acked for an hour.
+ */
+export const groupState = z.enum(['Stable', 'Lagging', 'Dead']);
 export const groupSummary = z.object({
   name: z.string(),
   topics: z.array(z.string()),
-  queues: z.array(z.object({ queue: z.string(), lag: z.number().int(), maxTimeLag: z.number().int() })),
+  /** Per queue the group reads: that queue's own lag, time lag (s), live leases and state. */
+  queues: z.array(z.object({ queue: z.string(), lag: z.number().int(), maxTimeLag: z.number().int(), members: z.number().int(), state: groupState })),
   members: z.number().int(),
   totalLag: z.number().int(),
   partitionsWithLag: z.number().int(),
   maxTimeLag: z.number().int(),
-  state: z.enum(['Stable', 'Lagging', 'Dead']),
+  /** The whole group's state, over all its queues (a queue's own is in `queues`). */
+  state: groupState,
 });
 export const groupListResponse = z.array(groupSummary);
 
@@ -267,7 +274,8 @@ export type DlqRequeueBody = z.infer<typeof dlqRequeueBody>;
 /**
  * One message of a requeue, in input order (by ids) or oldest failure first
  * (bulk). `success:false, code:"MESSAGE_NOT_FOUND"`: no DLQ entry matched the
- * id (never there, or already requeued or deleted).
+ * id (never there, or already requeued or deleted); `code:"QUEUE_FULL"`: the
+ * destination queue had no room under its maxSize, and the entries stay.
  */
 export const dlqRequeueResult = z.object({
   index: z.number().int(),
@@ -296,6 +304,8 @@ export const dlqRequeueResponse = z.object({
   success: z.literal(true),
   /** Messages re-pushed (queued or duplicate) by this request. */
   requeued: z.number().int(),
+  /** Messages not re-pushed because their destination queue was at its maxSize: their entries stay in the DLQ (results say QUEUE_FULL). */
+  refused: z.number().int().optional(),
   results: z.array(dlqRequeueResult),
   /** Bulk only: matching entries still in the DLQ after this request (call again while > 0). */
   remaining: z.number().int().optional(),

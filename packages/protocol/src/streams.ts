@@ -256,6 +256,17 @@ export const cycleResponse = z.object({
   /** With VERSION_CONFLICT: the key that conflicted and its current version (0 = absent). */
   key: z.string().optional(),
   currentVersion: z.number().int().optional(),
+  /**
+   * With QUEUE_FULL: the sink queue whose maxSize left no room for this
+   * cycle's items to it, its pending messages and maxSize, and the items
+   * (`count`). Nothing of the cycle was committed: state, pushes and the
+   * source ack wait for a later try (the runner backs off, `retryAfter` s).
+   */
+  queue: z.string().optional(),
+  pending: z.number().int().optional(),
+  maxSize: z.number().int().optional(),
+  count: z.number().int().optional(),
+  retryAfter: z.number().int().optional(),
 });
 export type CycleResult = z.infer<typeof cycleResponse>;
 

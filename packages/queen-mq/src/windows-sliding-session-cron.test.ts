@@ -26,7 +26,7 @@ const waitCursor = (queryId: string, src: string, offset: string) => eventually(
 
 describe('builder', () => {
   it('S3 sliding, session and cron option errors (thrown by the builder call)', () => {
-    expect(() => Stream.from(src0).windowSliding({ size: 60, slide: 7 })).toThrow(/integer multiple/);
+    expect(() => Stream.from(src0).windowSliding({ size: 60, slide: 70 })).toThrow(/slide \(70\) must not exceed size \(60\)/);
     expect(() => Stream.from(src0).windowSession({ gap: 0 })).toThrow(/gap must be a positive number/);
     expect(() => Stream.from(src0).windowCron({ every: 'fortnight' as any })).toThrow(/every must be one of/);
     expect(() => Stream.from(src0).windowSession({ gap: 5, onLate: 'sideOutput' as any })).toThrow(/onLate must be "drop", "include" or a sink plugin/);
@@ -85,6 +85,29 @@ describe('sliding', () => {
     ]);
     expect(sumOf(got, 'count')).toBe(12);
     for (const m of got) expect(ms(m.data.end) - ms(m.data.start)).toBe(4000);
+  });
+
+  it('S12 {size:3, slide:2} (size not a multiple of slide): 6 events 1 s apart → windows every 2 s counting 1, 3, 3, 2', async () => {
+    const { src, sink, queryId } = await names('s12c');
+    track(
+      await Stream.from(queen.queue(src))
+        .windowSliding({ size: 3, slide: 2, idleFlushMs: 0, eventTime: (m) => m.data.ts })
+        .aggregate({ count: () => 1 })
+        .map(withBounds)
+        .to(queen.queue(sink))
+        .run({ queryId, url: b.url, ...runDefaults }),
+    );
+    await push(b, src, [0, 1, 2, 3, 4, 5].map((s) => ({ ts: iso(T + s * 1000) })));
+    await push(b, src, [{ ts: '2026-01-05T10:00:20.000Z' }]);
+    const got = await collectUntil(b, sink, (all) => sumOf(all, 'count') >= 9, 10000, 300);
+    // starts on multiples of 2 s, ends exclusive: 10:00:01 is only in [10:00:00, 10:00:03), 10:00:02 in two windows
+    expect(got.map((m) => [m.data.start.slice(11, 19), m.data.end.slice(11, 19), m.data.count])).toEqual([
+      ['09:59:58', '10:00:01', 1],
+      ['10:00:00', '10:00:03', 3],
+      ['10:00:02', '10:00:05', 3],
+      ['10:00:04', '10:00:07', 2],
+    ]);
+    expect(sumOf(got, 'count')).toBe(9);
   });
 
   it('S21 sliding event-time close: each window closes once the watermark reaches its end', async () => {

@@ -12,7 +12,7 @@ const LAGGING_AT_S = 60;
 
 interface GroupRow {
   name: string;
-  queues: { queue: string; lag: number; maxTimeLag: number }[];
+  queues: { queue: string; lag: number; maxTimeLag: number; members: number; idleS: number | null }[];
   members: number;
   total_lag: string;
   partitions_with_lag: number;
@@ -33,7 +33,8 @@ interface GroupRow {
  * one row per queue its groups read, never their partitions or cursors.
  * Members are the live leases of the page's groups, read through the index
  * of leased cursors (cursors_lease_id): what consumers hold now, not the
- * size of the queues.
+ * size of the queues; per queue too, with each queue's own lag, time lag and
+ * last ack, so a (group, queue) row describes that queue alone.
  */
 export const LIST_GROUPS_SQL = `with recursive names(grp) as (
        (select g.consumer_group collate "C" from queen.group_totals g order by 1 limit 1)
@@ -52,22 +53,37 @@ export const LIST_GROUPS_SQL = `with recursive names(grp) as (
               coalesce(floor(extract(epoch from now() - g.oldest_pending_at)), 0)::bigint as time_lag, g.last_acked_at
          from queen.group_totals g
         where g.consumer_group collate "C" in (select grp from page)
-     ), leases as (
-       select c.consumer_group collate "C" as grp, count(distinct c.lease_id)::int as members
-         from (select c.consumer_group, c.lease_id, c.lease_expires_at from queen.cursors c where c.lease_id is not null offset 0) c
+     ), live as (
+       select c.consumer_group collate "C" as grp, c.lease_id, c.partition_id
+         from (select c.consumer_group, c.lease_id, c.lease_expires_at, c.partition_id from queen.cursors c where c.lease_id is not null offset 0) c
         where c.lease_expires_at > now() and c.consumer_group collate "C" in (select grp from page)
-        group by 1
+     ), leases as (
+       select grp, count(distinct lease_id)::int as members from live group by 1
+     ), queue_leases as (
+       select l.grp, p.queue_name as queue, count(distinct l.lease_id)::int as members
+         from live l join queen.partitions p on p.id = l.partition_id
+        group by 1, 2
      )
      select g.grp as name, g.queues, coalesce(l.members, 0) as members, g.total_lag::text as total_lag, g.partitions_with_lag,
             g.max_time_lag, g.idle_s
-       from (select grp, json_agg(json_build_object('queue', queue, 'lag', lag, 'maxTimeLag', time_lag) order by queue) as queues,
-                    sum(lag) as total_lag, sum(partitions_with_lag)::int as partitions_with_lag, max(time_lag)::int as max_time_lag,
-                    floor(extract(epoch from now() - max(last_acked_at)))::int as idle_s
-               from per_queue group by grp) g
+       from (select q.grp, json_agg(json_build_object('queue', q.queue, 'lag', q.lag, 'maxTimeLag', q.time_lag, 'members', coalesce(ql.members, 0),
+                                                      'idleS', floor(extract(epoch from now() - q.last_acked_at))::int) order by q.queue) as queues,
+                    sum(q.lag) as total_lag, sum(q.partitions_with_lag)::int as partitions_with_lag, max(q.time_lag)::int as max_time_lag,
+                    floor(extract(epoch from now() - max(q.last_acked_at)))::int as idle_s
+               from per_queue q left join queue_leases ql on ql.grp = q.grp and ql.queue = q.queue
+              group by q.grp) g
        left join leases l on l.grp = g.grp
       order by g.grp`;
 
-/** A page of groups with their lag and state (PROTOCOL §5.9). */
+/**
+ * Stable, Lagging or Dead, from lag (messages), time lag (s) and seconds
+ * since the last ack: of a whole group, or of one of its queues alone.
+ */
+function stateOf(lag: number, timeLag: number, idleS: number | null): 'Stable' | 'Lagging' | 'Dead' {
+  return lag > 0 && (idleS ?? 0) >= DEAD_AFTER_S ? 'Dead' : timeLag >= LAGGING_AT_S ? 'Lagging' : 'Stable';
+}
+
+/** A page of groups with their lag and state (PROTOCOL §5.9), and each of their queues' own. */
 async function listGroups(ctx: BrokerContext, page: { limit: number; offset: number; search?: string }) {
   await ctx.totals.settle();
   const { rows } = await ctx.db.query<GroupRow>(
@@ -76,16 +92,21 @@ async function listGroups(ctx: BrokerContext, page: { limit: number; offset: num
   );
   return rows.map((r) => {
     const totalLag = Number(r.total_lag);
-    const state = totalLag > 0 && (r.idle_s ?? 0) >= DEAD_AFTER_S ? 'Dead' : r.max_time_lag >= LAGGING_AT_S ? 'Lagging' : 'Stable';
     return {
       name: r.name,
       topics: r.queues.map((q) => q.queue),
-      queues: r.queues.map((q) => ({ queue: q.queue, lag: Number(q.lag), maxTimeLag: Number(q.maxTimeLag) })),
+      queues: r.queues.map((q) => ({
+        queue: q.queue,
+        lag: Number(q.lag),
+        maxTimeLag: Number(q.maxTimeLag),
+        members: q.members,
+        state: stateOf(Number(q.lag), Number(q.maxTimeLag), q.idleS),
+      })),
       members: r.members,
       totalLag,
       partitionsWithLag: r.partitions_with_lag,
       maxTimeLag: r.max_time_lag,
-      state,
+      state: stateOf(totalLag, r.max_time_lag, r.idle_s),
     };
   });
 }

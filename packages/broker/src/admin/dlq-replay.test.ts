@@ -49,7 +49,7 @@ describe('DLQ replay', () => {
     const page2 = await requeue({ queue: q, errorContains: 'timeout', limit: 2 });
     expect(page2.body).toMatchObject({ requeued: 1, remaining: 0, results: [{ id: dead[2].id, offset: '8', entriesDeleted: 1 }] });
     // A repeated replay finds nothing more: nothing queued twice.
-    expect((await requeue({ queue: q, errorContains: 'timeout' })).body).toEqual({ success: true, requeued: 0, results: [], remaining: 0 });
+    expect((await requeue({ queue: q, errorContains: 'timeout' })).body).toEqual({ success: true, requeued: 0, refused: 0, results: [], remaining: 0 });
     expect(new Set((await dlq(q)).messages.map((m: any) => m.errorMessage))).toEqual(new Set(['bad input', 'schema mismatch']));
     expect(await head(q)).toEqual([{ name: 'p', h: 8 }]);
     // The replayed messages, with their payloads and deterministic transactionIds.

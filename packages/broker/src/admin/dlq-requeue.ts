@@ -1,6 +1,6 @@
 import { errorMessage, type DlqRequeueBody } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
-import { encryptedQueues, encryptPayload } from '../log/encryption.js';
+import { encryptedQueues, encryptPayload, queueMaxSizes } from '../log/encryption.js';
 import { tally } from '../metrics/metrics.js';
 
 /**
@@ -26,6 +26,15 @@ interface Candidate {
   partitionId: string;
   offset: string;
   partition: string;
+  /** The queue of its partition. */
+  queue: string;
+}
+
+/** A candidate left in the DLQ because its destination queue had no room under its maxSize. */
+interface Refused {
+  queue: string;
+  pending: number;
+  maxSize: number;
 }
 
 /** A message whose entries this request deleted, with the count. */
@@ -46,6 +55,22 @@ interface Destination {
   partition: string;
   partitionId: string;
 }
+
+const refusedFull = (index: number, id: string, r: Refused) => ({
+  index,
+  id,
+  success: false,
+  code: 'QUEUE_FULL' as const,
+  error: `${errorMessage('QUEUE_FULL', { ...r, count: 1 })}; its DLQ entries stay`,
+  queue: r.queue,
+  partition: null,
+  partitionId: null,
+  entriesDeleted: 0,
+  messageId: null,
+  offset: null,
+  transactionId: null,
+  status: null,
+});
 
 const notFound = (index: number, id: string) => ({
   index,
@@ -82,6 +107,10 @@ const notFound = (index: number, id: string) => ({
  *      a plaintext payload is encrypted here for an encryptionEnabled
  *      target) and traceId, transactionId `dlq:<id>`, producerSub = the
  *      caller. Every consumer group of that queue sees it.
+ * A destination queue with a maxSize takes messages only into its room
+ * (queen.log_queue_room_v1.sql, locked and counted before step 2, in
+ * candidate order): a message that does not fit is not pushed, its entries
+ * stay in the DLQ, and its result says QUEUE_FULL (`refused` counts them).
  * The transactionId makes a replay repeatable: a message replayed again
  * into the same partition (its other groups' entries, or after a crash
  * that kept an entry) while the first copy is retained answers `duplicate`
@@ -105,10 +134,10 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
     body.failedBefore ?? null,
   ];
   const { rows: candidates } = await ctx.db.query<Candidate>(
-    `select m.id::text as id, m.partition_id as "partitionId", m.msg_offset::text as offset, p.name as partition
+    `select m.id::text as id, m.partition_id as "partitionId", m.msg_offset::text as offset, p.name as partition, p.queue_name as queue
        from ${FROM_ENTRIES}
       where ${MATCHING}
-      group by m.id, m.partition_id, m.msg_offset, p.name
+      group by m.id, m.partition_id, m.msg_offset, p.name, p.queue_name
       order by min(d.failed_at), min(d.id)
       limit $8`,
     [...filter, ids ? ids.length : body.limit],
@@ -131,12 +160,27 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
     encryptTarget = (await encryptedQueues(ctx, [target])).has(target);
   }
 
+  const bounded = await queueMaxSizes(ctx, candidates.map((c) => target ?? c.queue));
+  const refused = new Map<string, Refused>();
   const { taken, pushed, remaining, sources } = await ctx.db.transaction(async (client) => {
     const none = { taken: [] as Taken[], pushed: [] as Pushed[], sources: new Map<string, Destination>() };
     const count = async () =>
       ids ? undefined : Number((await client.query<{ n: string }>(`select count(*) as n from ${FROM_ENTRIES} where ${MATCHING}`, filter)).rows[0]!.n);
-    if (!candidates.length) return { ...none, remaining: await count() };
-    const locked = [...new Set([...candidates.map((c) => c.partitionId), ...[...destinations.values()].map((d) => d.partitionId)])];
+    refused.clear();
+    if (bounded.size) {
+      // Bounded destinations locked and counted before the append locks (PROTOCOL §4); room handed out in candidate order.
+      const { rows } = await client.query<{ queue: string; max_size: string; pending: string }>('select * from queen.log_queue_room_v1($1::text[])', [[...bounded.keys()]]);
+      const room = new Map(rows.map((r) => [r.queue, { left: Number(r.max_size) - Number(r.pending), maxSize: Number(r.max_size) }]));
+      for (const c of candidates) {
+        const r = room.get(target ?? c.queue);
+        if (!r) continue;
+        if (r.left > 0) r.left--;
+        else refused.set(c.id, { queue: target ?? c.queue, pending: r.maxSize - r.left, maxSize: r.maxSize });
+      }
+    }
+    const fits = candidates.filter((c) => !refused.has(c.id));
+    if (!fits.length) return { ...none, remaining: await count() };
+    const locked = [...new Set([...fits.map((c) => c.partitionId), ...[...destinations.values()].map((d) => d.partitionId)])];
     await client.query('select 1 from queen.partitions where id = any($1::uuid[]) order by id for update', [locked]);
     // The candidates' entries that still match, deleted; their messages, in candidate order.
     const { rows: deleted } = await client.query<Taken & { queue: string }>(
@@ -147,11 +191,11 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
          returning m.id, p.queue_name
        )
        select id::text as id, min(queue_name) as queue, count(*)::int as entries from del group by id`,
-      [...filter, candidates.map((c) => c.id)],
+      [...filter, fits.map((c) => c.id)],
     );
     if (!deleted.length) return { ...none, remaining: await count() };
     const entries = new Map(deleted.map((t) => [t.id, t] as const));
-    const moving = candidates.filter((c) => entries.has(c.id));
+    const moving = fits.filter((c) => entries.has(c.id));
     const sources = new Map(moving.map((c) => [c.id, { queue: entries.get(c.id)!.queue, partition: c.partition, partitionId: c.partitionId }] as const));
     const dest = (c: Candidate) => destinations.get(c.id) ?? sources.get(c.id)!;
     // Plaintext payloads going into an encryptionEnabled target are encrypted here (the key never reaches SQL).
@@ -197,7 +241,13 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
     ctx.metrics.history.add(queue, '', 'pushed', n);
   }
   const seen = new Set<string>();
-  const results = (ids ?? taken.map((t) => t.id)).map((id, index) => {
+  const listed = ids ?? [...taken.map((t) => t.id), ...refused.keys()];
+  const results = listed.map((id, index) => {
+    const full = refused.get(id);
+    if (full && !seen.has(id)) {
+      seen.add(id);
+      return refusedFull(index, id, full);
+    }
     const m = moved.get(id);
     // A repeated id names the same entries: the first occurrence requeued them.
     if (!m || seen.has(id)) return notFound(index, id);
@@ -218,5 +268,5 @@ async function requeueOnce(ctx: BrokerContext, body: DlqRequeueBody, producerSub
       status: m.pushed.status,
     };
   });
-  return { success: true as const, requeued: taken.length, results, ...(remaining !== undefined ? { remaining } : {}) };
+  return { success: true as const, requeued: taken.length, refused: refused.size, results, ...(remaining !== undefined ? { remaining } : {}) };
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type pg from 'pg';
 import { pushResultOf, QueenError, routes, type PushItem, type PushResult } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import type { NamedStatement } from '../db/database.js';
@@ -31,9 +32,42 @@ export async function allocatorItems(
 
 /** A push into queues with a maxSize: the check and the append in one statement (queen.log_push_capped_v1.sql). */
 const PUSH_CAPPED_SQL: NamedStatement = { name: 'queen_push_capped', text: 'select * from queen.log_push_capped_v1($1::jsonb, $2, $3::jsonb)' };
+/** The room check alone, inside a caller's transaction before its appends (queen.log_queue_first_full_v1.sql). */
+const FIRST_FULL_SQL: NamedStatement = { name: 'queen_first_full', text: 'select * from queen.log_queue_first_full_v1($1::jsonb)' };
 
 /** Seconds a 429 QUEUE_FULL asks the producer to wait (Retry-After, and `retryAfter` in the body). */
 const QUEUE_FULL_RETRY_AFTER_S = 1;
+
+/** The items per queue of `items` that go to a queue of `bounded`, as the room check takes them. */
+export function boundedCounts(items: readonly { queue: string }[], bounded: ReadonlyMap<string, number>): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const i of items) if (bounded.has(i.queue)) tally(counts, i.queue);
+  return counts;
+}
+
+/** QUEUE_FULL (429) for `queue`, logged; the answer carries the numbers and `retryAfter`. */
+function queueFull(ctx: BrokerContext, queue: string, pending: number, maxSize: number, count: number | undefined, path: string): QueenError {
+  const params = { queue, pending, maxSize, count };
+  ctx.log.warn({ ...params, path }, 'write refused: queue full');
+  return new QueenError('QUEUE_FULL', undefined, { params, extra: { ...params, retryAfter: QUEUE_FULL_RETRY_AFTER_S } });
+}
+
+/**
+ * The room check of a write that appends in a transaction of its own making
+ * (the transaction route): on `client`, after any KV or timer lock and before
+ * the first append lock, it locks the bounded queues of `counts` and throws
+ * QUEUE_FULL when one has no room for its items; the caller's transaction
+ * then rolls back whole.
+ */
+export async function assertRoom(ctx: BrokerContext, client: Pick<pg.PoolClient, 'query'>, counts: Map<string, number>, path: string): Promise<void> {
+  if (counts.size === 0) return;
+  const { rows } = await client.query<{ queue: string; max_size: string; pending: string; count: string }>({
+    ...FIRST_FULL_SQL,
+    values: [JSON.stringify([...counts].map(([queue, count]) => ({ queue, count })))],
+  });
+  const full = rows[0];
+  if (full) throw queueFull(ctx, full.queue, Number(full.pending), Number(full.max_size), Number(full.count), path);
+}
 
 /**
  * Appends items to queues of which some have a maxSize (`bounded`: queue →
@@ -41,19 +75,14 @@ const QUEUE_FULL_RETRY_AFTER_S = 1;
  * its items; then nothing of the request was stored.
  */
 async function appendCapped(ctx: BrokerContext, items: PushItem[], rows: AllocatorItem[], producerSub: string | null, bounded: Map<string, number>): Promise<AllocatorResult[]> {
-  const counts = new Map<string, number>();
-  for (const i of items) if (bounded.has(i.queue)) tally(counts, i.queue);
+  const counts = boundedCounts(items, bounded);
   const { rows: results } = await ctx.db.query<AllocatorResult & { full_queue: string | null; max_size: string | null; pending: string | null }>(PUSH_CAPPED_SQL, [
     JSON.stringify(rows),
     producerSub,
     JSON.stringify([...counts].map(([queue, count]) => ({ queue, count }))),
   ]);
   const full = results[0]?.full_queue;
-  if (full) {
-    const params = { queue: full, pending: Number(results[0]!.pending), maxSize: Number(results[0]!.max_size), count: counts.get(full) };
-    ctx.log.warn(params, 'push refused: queue full');
-    throw new QueenError('QUEUE_FULL', undefined, { params, extra: { ...params, retryAfter: QUEUE_FULL_RETRY_AFTER_S } });
-  }
+  if (full) throw queueFull(ctx, full, Number(results[0]!.pending), Number(results[0]!.max_size), counts.get(full), 'push');
   return results;
 }
 
@@ -114,17 +143,13 @@ function countPushes(ctx: BrokerContext, items: PushItem[], results: AllocatorRe
 }
 
 export function pushRoutes(app: FastifyInstance, ctx: BrokerContext): void {
-  registerRoute(app, routes.push, async ({ body, request, reply }) => {
+  registerRoute(app, routes.push, async ({ body, request }) => {
     if (body.items.length > ctx.config.maxPushItems) {
       throw new QueenError('VALIDATION_FAILED', `at most ${ctx.config.maxPushItems} items per push`, {
         details: [{ field: 'body.items', message: `must have at most ${ctx.config.maxPushItems} items` }],
       });
     }
-    try {
-      return await pushItems(ctx, body.items, request.principal?.subject ?? null);
-    } catch (err) {
-      if (err instanceof QueenError && err.code === 'QUEUE_FULL') reply.header('Retry-After', String(QUEUE_FULL_RETRY_AFTER_S));
-      throw err;
-    }
+    // QUEUE_FULL carries retryAfter: the error handler answers it with Retry-After.
+    return pushItems(ctx, body.items, request.principal?.subject ?? null);
   });
 }

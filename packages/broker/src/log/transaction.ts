@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp } from '@queen-mq/protocol';
+import type pg from 'pg';
+import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
-import { encryptedQueues } from './encryption.js';
+import { encryptedQueues, queueMaxSizes } from './encryption.js';
 import { registerRoute } from '../http/http.js';
-import { allocatorItems, appendStatement } from './push.js';
+import { allocatorItems, appendStatement, assertRoom, boundedCounts } from './push.js';
 import { scheduleTimers } from './schedule-timers.js';
 import { TRANSACTION_ACK_SQL } from '../sql/queen.log_ack_v2.js';
 import type { AllocatorResult } from '../sql/queen.log_append_v1.js';
@@ -20,7 +21,9 @@ type Flat = { index: number; kind: 'push'; item: PushItem } | { index: number; k
  * a duplicate is reported, never an abort), then the cursor rows of every ack
  * ascending, then the acks in request order. Acks follow §5.5 steps 1–3 and
  * 5, except that `failed` dead-letters immediately (compat). Any failing ack
- * or kv op rolls everything back and answers 200 `success:false`.
+ * or kv op rolls everything back and answers 200 `success:false`. A push
+ * into a queue whose maxSize leaves no room for its items rolls everything
+ * back too and answers 429 QUEUE_FULL with Retry-After, as a push does.
  */
 async function runTransaction(ctx: BrokerContext, body: TransactionBody, producerSub: string | null) {
   const transactionId = randomUUID();
@@ -51,12 +54,17 @@ async function runTransaction(ctx: BrokerContext, body: TransactionBody, produce
       if (body.timers?.length) await encryptedQueues(ctx, body.timers.map((t) => t.queue));
       // The acks applied, for the history once the transaction committed.
       let applied: { queue: string; group: string; status: string; dlq: boolean }[] = [];
+      // The pushes' items per bounded queue (cached options, filled by allocatorItems): an unbounded transaction checks nothing.
+      const counts = boundedCounts(pushes.map((p) => p.item), await queueMaxSizes(ctx, pushes.map((p) => p.item.queue)));
       const { results, kvResults, timerResults } = await ctx.db.transaction(async (client) => {
         const out: Record<string, unknown>[] = new Array(flat.length);
         applied = [];
         const kvResults = body.kv?.length ? await transactionKv!(client, body.kv, ctx).catch(asItemFailure) : [];
         const timerResults = body.timers?.length ? await scheduleTimers(client, body.timers, producerSub, ctx) : [];
         if (pushes.length) {
+          // Bounded queues locked and counted before the first append lock: a queue without room
+          // throws QUEUE_FULL (429) and the whole transaction rolls back.
+          await assertRoom(ctx, client, counts, 'transaction');
           const [statement, values] = appendStatement(rows, producerSub);
           const { rows: res } = await client.query<AllocatorResult>({ ...statement, values });
           res.forEach((r, i) => {

@@ -3,6 +3,7 @@ import type { ScheduleMissed } from '@queen-mq/protocol';
 import { isOutage } from '../db/database.js';
 import type { BrokerContext } from '../context/context.js';
 import { allocatorItems, appendStatement, partitionsByQueue } from '../log/push.js';
+import { queueMaxSizes } from '../log/encryption.js';
 import type { AllocatorItem, AllocatorResult } from '../sql/queen.log_append_v1.js';
 import { compileSchedule, dueFires, type ScheduleClock } from './schedule-cron.js';
 
@@ -14,6 +15,10 @@ import { compileSchedule, dueFires, type ScheduleClock } from './schedule-cron.j
 // transactionId 'schedule:<name>:<fire time ISO>', and next_fire_at advanced,
 // so two brokers never both push a fire time and a crash before the commit
 // leaves it due. The allocator's dedup by transactionId is the second line.
+// A schedule into a queue with a maxSize pushes only into room
+// (queen.log_queue_room_v1.sql): the fire times that do not fit stay due,
+// next_fire_at at the first of them, and room_wait_since set, so they are
+// pushed (never dropped as missed) once a consumer made room.
 
 /** Schedules one fire pass claims at most; a full batch passes again at once. */
 const CLAIM_BATCH = 100;
@@ -31,6 +36,8 @@ interface DueRow {
   next_fire_at: Date;
   producer_sub: string | null;
   now: Date;
+  /** Since when the schedule has waited for room in its queue (null: not waiting). */
+  room_wait_since: Date | null;
 }
 
 /** `schedule:<name>:<fire time ISO>`: the same fire time is the same message whichever broker pushes it. */
@@ -60,6 +67,8 @@ interface PassResult {
   advanced: number;
   /** Due schedules left due (an error of their own). */
   held: number;
+  /** Fire times left due because their queue was at its maxSize. */
+  waiting: number;
   /** The batch was full: more may be due. */
   full: boolean;
   /** Where messages went, for the wake-up after the commit. */
@@ -68,10 +77,47 @@ interface PassResult {
   written: string[];
 }
 
+/** How a pass moves one schedule on. */
+interface Advance {
+  name: string;
+  next: Date;
+  last: Date | null;
+  /** Fire times are left due for want of room in its queue. */
+  waiting: boolean;
+}
+
+/**
+ * Cuts the runs into bounded queues down to the room left (in next_fire_at
+ * order, oldest fire time first): the rows of those queues are locked and
+ * counted after the schedule rows and before any append lock (PROTOCOL §4),
+ * so the room cannot shrink before the appends. A schedule cut short keeps
+ * next_fire_at at its first fire time not pushed.
+ */
+async function fitRoom(ctx: BrokerContext, client: pg.PoolClient, runs: { row: DueRow; items: AllocatorItem[]; fire: Date[]; advance: Advance }[], out: PassResult): Promise<void> {
+  const bounded = await queueMaxSizes(ctx, runs.map((r) => r.row.queue_name));
+  if (bounded.size === 0) return;
+  const { rows } = await client.query<{ queue: string; max_size: string; pending: string }>('select * from queen.log_queue_room_v1($1::text[])', [[...bounded.keys()]]);
+  const room = new Map(rows.map((r) => [r.queue, Math.max(Number(r.max_size) - Number(r.pending), 0)] as const));
+  for (const run of runs) {
+    const left = room.get(run.row.queue_name);
+    if (left === undefined || run.items.length <= left) {
+      if (left !== undefined) room.set(run.row.queue_name, left - run.items.length);
+      continue;
+    }
+    out.waiting += run.items.length - left;
+    run.advance.next = run.fire[left]!;
+    run.advance.last = left > 0 ? run.fire[left - 1]! : null;
+    run.advance.waiting = true;
+    run.items = run.items.slice(0, left);
+    room.set(run.row.queue_name, 0);
+  }
+}
+
 /** One fire pass in one transaction on `client`. */
 async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<PassResult> {
   const { rows } = await client.query<DueRow>(
-    `select name, cron, time_zone, queue_name, partition_name, payload, missed, next_fire_at, producer_sub, clock_timestamp() as now
+    `select name, cron, time_zone, queue_name, partition_name, payload, missed, next_fire_at, producer_sub, room_wait_since,
+            clock_timestamp() as now
        from queen.schedules
       where next_fire_at <= clock_timestamp()
       order by next_fire_at, name
@@ -79,19 +125,22 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
         for update skip locked`,
     [CLAIM_BATCH],
   );
-  const out: PassResult = { fired: 0, advanced: 0, held: 0, full: rows.length === CLAIM_BATCH, targets: [], written: [] };
-  const runs: { row: DueRow; items: AllocatorItem[] }[] = [];
-  const advance: { name: string; next: Date; last: Date | null }[] = [];
+  const out: PassResult = { fired: 0, advanced: 0, held: 0, waiting: 0, full: rows.length === CLAIM_BATCH, targets: [], written: [] };
+  const runs: { row: DueRow; items: AllocatorItem[]; fire: Date[]; advance: Advance }[] = [];
+  const advance: Advance[] = [];
   for (const row of rows) {
     try {
-      const due = dueFires(clockOf(row.cron, row.time_zone), row.next_fire_at, row.now, row.missed, ctx.config.scheduleMisfireMs);
+      // A schedule that waited for room: every fire time since next_fire_at is still on time.
+      const misfireMs = row.room_wait_since ? Math.max(ctx.config.scheduleMisfireMs, row.now.getTime() - row.next_fire_at.getTime()) : ctx.config.scheduleMisfireMs;
+      const due = dueFires(clockOf(row.cron, row.time_zone), row.next_fire_at, row.now, row.missed, misfireMs);
       if (due.dropped > 0) {
         ctx.log.warn({ schedule: row.name, missed: row.missed, dropped: due.dropped, since: row.next_fire_at.toISOString() }, 'schedule: missed fire times not pushed (policy)');
       }
       const items = due.fire.map((t) => ({ queue: row.queue_name, partition: row.partition_name, payload: row.payload, transactionId: scheduleTransactionId(row.name, t) }));
       // Partitions are cached after the first fire (created in their own short transaction otherwise, PROTOCOL §4).
-      if (items.length) runs.push({ row, items: await allocatorItems(ctx, items) });
-      advance.push({ name: row.name, next: due.next, last: due.fire.at(-1) ?? null });
+      const a: Advance = { name: row.name, next: due.next, last: due.fire.at(-1) ?? null, waiting: false };
+      if (items.length) runs.push({ row, items: await allocatorItems(ctx, items), fire: due.fire, advance: a });
+      advance.push(a);
     } catch (err) {
       // One schedule's trouble (an encrypted queue without the key here, a
       // zone this platform lost) holds that schedule, never the others.
@@ -99,9 +148,11 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
       ctx.log.warn({ err, schedule: row.name }, 'schedule: fire held (left due)');
     }
   }
+  await fitRoom(ctx, client, runs, out);
   // Append locks in ascending partition id, the order every multi-partition writer takes (PROTOCOL §4).
   runs.sort((a, b) => (a.items[0]!.partition_id < b.items[0]!.partition_id ? -1 : a.items[0]!.partition_id > b.items[0]!.partition_id ? 1 : 0));
   for (const { row, items } of runs) {
+    if (items.length === 0) continue;
     const { rows: results } = await client.query<AllocatorResult>(...appendStatement(items, row.producer_sub));
     const queued = results.filter((r) => r.status === 'queued').length;
     out.fired += queued;
@@ -115,10 +166,11 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
   }
   if (advance.length) {
     await client.query(
-      `update queen.schedules s set next_fire_at = x.next, last_fire_at = coalesce(x.last, s.last_fire_at)
-         from unnest($1::text[], $2::timestamptz[], $3::timestamptz[]) as x(name, next, last)
+      `update queen.schedules s set next_fire_at = x.next, last_fire_at = coalesce(x.last, s.last_fire_at),
+              room_wait_since = case when x.waiting then coalesce(s.room_wait_since, clock_timestamp()) end
+         from unnest($1::text[], $2::timestamptz[], $3::timestamptz[], $4::boolean[]) as x(name, next, last, waiting)
         where s.name = x.name`,
-      [advance.map((a) => a.name), advance.map((a) => a.next), advance.map((a) => a.last)],
+      [advance.map((a) => a.name), advance.map((a) => a.next), advance.map((a) => a.last), advance.map((a) => a.waiting)],
     );
   }
   out.advanced = advance.length;
@@ -130,20 +182,23 @@ async function firePass(ctx: BrokerContext, client: pg.PoolClient): Promise<Pass
  * answers how many messages were appended. Brokers running it at once share
  * the due set (SKIP LOCKED) and never push one fire time twice.
  */
-export async function fireDueSchedules(ctx: BrokerContext): Promise<{ fired: number; held: number }> {
+export async function fireDueSchedules(ctx: BrokerContext): Promise<{ fired: number; held: number; waiting: number }> {
   let fired = 0;
   let held = 0;
+  let waiting = 0;
   for (let round = 0; round < 100; round++) {
     const r = await ctx.partitions.retrying(() => ctx.db.transaction((client) => firePass(ctx, client)));
     fired += r.fired;
     held += r.held;
+    waiting += r.waiting;
+    if (r.waiting) ctx.metrics.firesWaitingForRoom.inc({ source: 'schedule' }, r.waiting);
     // Committed: parked pops of the targets wake here and, through the allocator's NOTIFY, on every other broker.
     ctx.totals.touch(r.written);
     for (const [queue, partitions] of partitionsByQueue(r.targets)) ctx.notifier.notify(queue, partitions);
     if (r.fired) ctx.metrics.schedulesFired.inc(r.fired);
     if (!r.full) break;
   }
-  return { fired, held };
+  return { fired, held, waiting };
 }
 
 /** Milliseconds until the earliest next_fire_at on the database's clock (null: no schedule). */
@@ -194,7 +249,8 @@ export function scheduleService(ctx: BrokerContext): { stop(): Promise<void> } {
           if (until !== null && until <= 0 && retryAfter <= Date.now()) {
             const r = await fireDueSchedules(ctx);
             if (r.fired) ctx.log.debug({ fired: r.fired }, 'schedules fired');
-            retryAfter = r.held ? Date.now() + RETRY_MS : 0;
+            // Held or waiting for room: tried again after RETRY_MS, not in a tight loop.
+            retryAfter = r.held || r.waiting ? Date.now() + RETRY_MS : 0;
             continue;
           }
           if (until !== null) wait = Math.min(maxSleep, Math.max(until <= 0 ? retryAfter - Date.now() : Math.ceil(until), 1));

@@ -21,6 +21,8 @@ interface FireResult {
   partitions: string[];
   /** Due plaintext timers of queues encrypted since they were scheduled (not fired). */
   held?: number;
+  /** Due timers left due because their queue had no room under its maxSize. */
+  waiting?: number;
 }
 
 /**
@@ -96,6 +98,8 @@ export async function fireDueTimers(ctx: BrokerContext, client?: pg.PoolClient):
     const r = await fireBatch(ctx, client);
     total += r.fired;
     if (r.fired) ctx.metrics.timersFired.inc(r.fired);
+    // They stay due and fire on a later pass, once a consumer made room.
+    if (r.waiting) ctx.metrics.firesWaitingForRoom.inc({ source: 'timer' }, r.waiting);
     ctx.totals.touch(r.partitions);
     for (const queue of r.queues) ctx.notifier.notify(queue);
     let encrypted = 0;

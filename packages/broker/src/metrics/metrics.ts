@@ -28,6 +28,8 @@ export interface BrokerMetrics {
   history: HistoryCounts;
   timersFired: Counter;
   schedulesFired: Counter;
+  /** Due timer and schedule fire times left due because their queue was at maxSize, per fire pass that left them ({source}). */
+  firesWaitingForRoom: Counter<'source'>;
 }
 
 /**
@@ -243,6 +245,12 @@ export function createMetrics(ctx: MetricsSources): BrokerMetrics {
     history: new HistoryCounts(ctx),
     timersFired: new Counter({ name: 'queen_timers_fired_total', help: 'Timers pushed to their queue', registers }),
     schedulesFired: new Counter({ name: 'queen_schedule_fires_total', help: 'Schedule fire times pushed to their queue by this broker', registers }),
+    firesWaitingForRoom: new Counter({
+      name: 'queen_fires_waiting_for_room_total',
+      help: 'Due timers and schedule fire times left due because their queue was at maxSize (once per fire pass that left them)',
+      labelNames: ['source'],
+      registers,
+    }),
   };
 }
 

@@ -9,6 +9,11 @@
 -- row per item back, in input order (as queen.log_push_many_v1).
 --   * An encryptionEnabled queue is refused (QUEUE_ENCRYPTED): its payloads
 --     are encrypted with the broker's key, which never leaves the broker.
+--   * A queue with maxSize > 0 takes the items only while its pending
+--     messages stay within it (queen.log_queue_room_v1.sql, the rule of every
+--     write path): otherwise QUEUE_FULL is raised, nothing is appended and
+--     the caller's transaction is aborted. The queue's row lock is held until
+--     the caller commits, so writers of that queue wait for this transaction.
 --   * Queues and partitions are created as a push creates them
 --     (queen.ensure_partitions_v1), but inside this transaction: a rollback
 --     takes them back too, and a concurrent push to a partition created here
@@ -39,6 +44,7 @@ declare
   v_status    text[];
   v_ids       uuid[];
   v_offsets   bigint[];
+  v_full      record;
 begin
   select array_agg(q.name order by q.name) into v_encrypted
     from queen.queues q
@@ -46,6 +52,16 @@ begin
      and coalesce((q.options->>'encryptionEnabled')::boolean, false);
   if v_encrypted is not null then
     raise exception using errcode = 'QS001', message = 'QUEUE_ENCRYPTED', hint = jsonb_build_object('queues', v_encrypted)::text;
+  end if;
+
+  -- Before the first partition lock (a bounded queue exists: configure made it).
+  select f.* into v_full
+    from queen.log_queue_first_full_v1(
+      (select jsonb_agg(jsonb_build_object('queue', x.queue, 'count', x.n))
+         from (select e->>'queue' as queue, count(*) as n from jsonb_array_elements(p_items) e group by 1) x)) f;
+  if v_full.queue is not null then
+    raise exception using errcode = 'QS001', message = 'QUEUE_FULL',
+      hint = jsonb_build_object('queue', v_full.queue, 'pending', v_full.pending, 'maxSize', v_full.max_size, 'count', v_full.count)::text;
   end if;
 
   with targets as materialized (

@@ -17,6 +17,7 @@ declare
   v_source_res jsonb;
   v_bad        jsonb;
   v_release    boolean := coalesce((p_el->>'release_lease')::boolean, true);
+  v_full       record;
 begin
   -- Rank 3: the query row first (a drop or reset holding it FOR UPDATE makes
   -- us wait, then find it gone), then the (query, partition) shard lock, so a
@@ -34,6 +35,19 @@ begin
     v_bad := queen.kv_read_check_v1(p_el->'kv_reads');
     if v_bad is not null then
       perform queen_streams.fail_v2('VERSION_CONFLICT', v_bad);
+    end if;
+  end if;
+
+  -- Sink queues with a maxSize (`sink_bounded`: [{queue, count}], sent only
+  -- when the broker knows one is bounded): locked and counted after rank 3 and
+  -- before rank 4 (queen.log_queue_room_v1.sql). One without room fails the
+  -- element before it writes anything: the sink is backpressure, the cycle
+  -- waits, and its source messages stay unacknowledged.
+  if p_el ? 'sink_bounded' then
+    select f.* into v_full from queen.log_queue_first_full_v1(p_el->'sink_bounded') f;
+    if v_full.queue is not null then
+      perform queen_streams.fail_v2('QUEUE_FULL', jsonb_build_object('queue', v_full.queue, 'pending', v_full.pending,
+        'maxSize', v_full.max_size, 'count', v_full.count, 'retryAfter', 1));
     end if;
   end if;
 

@@ -4,7 +4,8 @@ import { Counter } from 'prom-client';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 import { tally } from '../metrics/metrics.js';
-import { allocatorItems, partitionsByQueue } from '../log/push.js';
+import { allocatorItems, boundedCounts, partitionsByQueue } from '../log/push.js';
+import { queueMaxSizes } from '../log/encryption.js';
 import type { AllocatorItem } from '../sql/queen.log_append_v1.js';
 import { CYCLE_AT_VERSION_SQL, CYCLE_SQL, type CycleRow, type SinkAnswer } from '../sql/queen.log_streams_cycle_v1.js';
 
@@ -32,7 +33,10 @@ function failureText(body: CycleBody, result: CycleResult, code: ErrorCode): str
     key: result.key,
     currentVersion: result.currentVersion,
     expected: body.state_ops.find((op) => op.key === result.key)?.expected_version,
-    count: body.ack?.count,
+    count: code === 'QUEUE_FULL' ? result.count : body.ack?.count,
+    queue: result.queue,
+    pending: result.pending,
+    maxSize: result.maxSize,
   });
 }
 
@@ -48,6 +52,8 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
   const { result, sinkItems } = await ctx.partitions.retrying(async () => {
     // The allocator's own item shape (queen_streams.push_sink_runs_v1 passes it on as is).
     const sinkItems = body.push_items.length > 0 ? await allocatorItems(ctx, body.push_items) : [];
+    // Sink items per bounded queue (cached options, filled by allocatorItems): a cycle into unbounded sinks sends none.
+    const bounded = body.push_items.length > 0 ? boundedCounts(body.push_items, await queueMaxSizes(ctx, body.push_items.map((i) => i.queue))) : new Map();
     const element = {
       idx: 0,
       query_id: body.query_id,
@@ -62,6 +68,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       ...(body.kv_reads && body.kv_reads.length > 0 ? { kv_reads: body.kv_reads } : {}),
       // An idle flush's guard (queen_streams.flush_pending_v1.sql); absent on a cycle with an ack.
       ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
+      ...(bounded.size ? { sink_bounded: [...bounded].map(([queue, count]) => ({ queue, count })) } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,
     };
@@ -121,7 +128,7 @@ export function streamCycleRoutes(app: FastifyInstance, ctx: BrokerContext): voi
       ctx.metrics.history.cycleError(body.query_id);
       throw err;
     }
-    cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : 'failure' });
+    cycles.inc({ result: result.success ? 'success' : result.code === 'FLUSH_DEFERRED' ? 'deferred' : result.code === 'QUEUE_FULL' ? 'sink_full' : 'failure' });
     perQuery.recordResult(body, result);
     ctx.metrics.history.cycle(body, result, sinkQueues);
     return result;

@@ -40,8 +40,11 @@ export function DlqPage({ level, query }: { level: AccessLevel; query: URLSearch
       const notFound = (results: { success: boolean }[]) => results.filter((x) => !x.success).length;
       if (route === 'dlqRequeue') {
         const r = await call('dlqRequeue', { body });
-        const failed = notFound(r.results);
-        setNotice(`Requeued ${r.requeued} message(s)${failed ? `; ${failed} not found (already requeued or deleted)` : ''}`);
+        const full = r.results.filter((x) => x.code === 'QUEUE_FULL').length;
+        const failed = notFound(r.results) - full;
+        setNotice(
+          `Requeued ${r.requeued} message(s)${full ? `; ${full} kept in the DLQ (their queue is at its maxSize)` : ''}${failed ? `; ${failed} not found (already requeued or deleted)` : ''}`,
+        );
       } else {
         const r = await call('dlqDelete', { body });
         const failed = notFound(r.results);

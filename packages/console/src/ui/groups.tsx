@@ -32,12 +32,12 @@ export function GroupsPage() {
           <thead>
             <tr>
               <th>Group</th>
-              <th>Queues</th>
+              <th>Queues (state of each)</th>
               <th class="num">Members</th>
               <th class="num">Lag (messages)</th>
               <th class="num">Partitions lagging</th>
               <th class="num">Lag (time)</th>
-              <th>State</th>
+              <th>Group state</th>
             </tr>
           </thead>
           <tbody>
@@ -46,7 +46,15 @@ export function GroupsPage() {
                 <td>
                   <a href={href('groups', g.name)}>{g.name}</a>
                 </td>
-                <td>{g.topics.join(', ')}</td>
+                <td data-col="queues">
+                  {/* Each queue with its own state; the group's, over all of them, is the last column. */}
+                  {g.queues.map((q, i) => (
+                    <span data-queue={q.queue}>
+                      {i > 0 ? ', ' : ''}
+                      {q.queue} <span class={`badge ${stateBadge[q.state]}`}>{q.state}</span>
+                    </span>
+                  ))}
+                </td>
                 <td class="num">{g.members}</td>
                 <td class="num" data-col="lag">
                   {g.totalLag}

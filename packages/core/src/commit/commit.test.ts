@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queen } from '@queen-mq/client';
-import { startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
+import { eventually, startTestBroker, uniqueName, type TestBroker } from '@queen-mq/testing';
 import { Stream } from '../stream.js';
 import type { RunnerContext } from '../context/runner-context.js';
 import type { RunnerEvents } from '../context/events.js';
@@ -34,7 +34,7 @@ async function setup() {
   const events: { name: keyof RunnerEvents; payload: unknown }[] = [];
   const errors: { err: unknown; info: ErrorInfo }[] = [];
   const emitter = new RunnerEmitter();
-  for (const name of ['cycle:commit', 'window:flush', 'lease:lost'] as const) emitter.on(name, (payload) => events.push({ name, payload }));
+  for (const name of ['cycle:commit', 'window:flush', 'lease:lost', 'sink:full'] as const) emitter.on(name, (payload) => events.push({ name, payload }));
   const rt: RunnerContext = {
     plan,
     queryId: reg.query_id,
@@ -43,12 +43,13 @@ async function setup() {
     api,
     locks: new PartitionLocks(),
     events: emitter,
-    metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0, emitsDeadLetteredTotal: 0 },
+    metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0, emitsDeadLetteredTotal: 0, windowsReemittedTotal: 0, sinkFullTotal: 0 },
     touched: new Map(),
     clock: new BrokerClock(),
     logger: console,
     report: (err, info) => void errors.push({ err, info }),
     isStopped: () => false,
+    signal: new AbortController().signal,
   };
   await queen.queue(src).push([{ n: 1 }, { n: 2 }]);
   const pop = (await queen.queue(src).pop({ batch: 10, consumerGroup: 'g' }))!;
@@ -104,6 +105,52 @@ describe('the commit path', () => {
     expect(errors[0]!.info).toEqual({ phase: 'flush', partitionId });
     expect(errors[0]!.err).toMatchObject({ name: 'QueenError', code: 'QUERY_NOT_FOUND' });
     expect(rt.metrics.flushCyclesTotal).toBe(0);
+  });
+
+  it('a sink queue at its maxSize is backpressure: the cycle waits (sink:full, doubling), commits nothing meanwhile, and commits once there is room', async () => {
+    const { rt, events, errors, pop, last, partitionId, partition } = await setup();
+    const sink = uniqueName('commit-sink');
+    await b.http('POST', '/api/v1/configure', { queue: sink, options: { maxSize: 1 } });
+    await queen.queue(sink).push([{ old: true }]);
+    const commit = {
+      partitionId,
+      partition,
+      stateOps: [{ type: 'upsert' as const, key: 'k', value: { v: 1 }, expected_version: 0 }],
+      pushItems: [{ queue: sink, payload: { n: 1 }, transactionId: 'emit-1' }],
+      ack: { transactionId: last.transactionId, leaseId: pop.leaseId, status: 'completed' as const },
+      messages: 2,
+      emits: 1,
+    };
+    const t0 = Date.now();
+    const done = commitCycle(rt, commit);
+    await eventually(async () => events.filter((e) => e.name === 'sink:full').length === 2, 8000);
+    expect(events.filter((e) => e.name === 'sink:full').map((e) => e.payload)).toEqual([
+      { partitionId, partition, queue: sink, pending: 1, maxSize: 1, waitMs: 1000 },
+      { partitionId, partition, queue: sink, pending: 1, maxSize: 1, waitMs: 2000 },
+    ]);
+    // Nothing of the cycle is committed while it waits: no state, the source not acked, the sink unchanged.
+    expect(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId })).toEqual([]);
+    const sinkRows = async () => (await b.sql.query('select m.payload from queen.messages m join queen.partitions p on p.id = m.partition_id where p.queue_name = $1 order by m.msg_offset', [sink])).rows.map((r) => r.payload);
+    expect(await sinkRows()).toEqual([{ old: true }]);
+    // A consumer of the sink makes room: the same cycle goes through on its next try.
+    expect((await b.http('GET', `/api/v1/pop/queue/${sink}?batch=1&autoAck=true`)).body.messages).toHaveLength(1);
+    expect(await done).toBe('committed');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(3000);
+    expect(await sinkRows()).toEqual([{ old: true }, { n: 1 }]);
+    expect(rt.metrics).toMatchObject({ cyclesTotal: 1, messagesTotal: 2, sinkFullTotal: events.filter((e) => e.name === 'sink:full').length });
+    expect(events.at(-1)).toMatchObject({ name: 'cycle:commit', payload: { messages: 2, pushes: 1 } });
+    expect(errors).toEqual([]);
+  });
+
+  it('a flush into a full sink answers deferred at once (its next tick tries again)', async () => {
+    const { rt, events, partitionId, partition } = await setup();
+    const sink = uniqueName('commit-sink-f');
+    await b.http('POST', '/api/v1/configure', { queue: sink, options: { maxSize: 1 } });
+    await queen.queue(sink).push([{ old: true }]);
+    const flush = { partitionId, partition, stateOps: [{ type: 'upsert' as const, key: 'f', value: 1, expected_version: 0 }], pushItems: [{ queue: sink, payload: 1 }], ack: null, messages: 0, emits: 1 };
+    expect(await commitCycle(rt, flush)).toBe('deferred');
+    expect(events).toEqual([{ name: 'sink:full', payload: { partitionId, partition, queue: sink, pending: 1, maxSize: 1, waitMs: 0 } }]);
+    expect(await rt.api.stateGet({ query_id: rt.queryId, partition_id: partitionId })).toEqual([]);
   });
 
   it('retryOnConflict recomputes until the attempt stops conflicting, then gives up and reports', async () => {

@@ -6,6 +6,7 @@ import type { EffectsDone } from './sink-output.js';
 import { traceCommit } from './tracing.js';
 import { forgetCarried } from './carried-state.js';
 import { reportReemittedWindows, type EmitsByTransactionId } from './reemit-report.js';
+import { sleep } from '../context/sleep.js';
 
 // The one commit path of the runner: every cycle (window, gate, stateless)
 // and every idle flush sends its state ops, pushes and ack through
@@ -80,6 +81,9 @@ type CommitResult = 'committed' | 'conflict' | 'deferred' | 'not-committed';
 /** How often a batch is recomputed after VERSION_CONFLICT before it is left to the lease. */
 export const MAX_CONFLICT_RETRIES = 8;
 
+/** The longest wait between two tries of a cycle whose sink queue is full (ms); the first is the broker's retryAfter. */
+const SINK_FULL_MAX_WAIT_MS = 5000;
+
 /** Outcome codes that mean "this batch's lease is gone": nothing applied, the batch comes back. */
 const LEASE_LOST = new Set(['LEASE_EXPIRED', 'ALREADY_ACKED', 'MESSAGE_NOT_FOUND', 'MESSAGE_NOT_LEASED', 'ACK_COUNT_MISMATCH']);
 
@@ -97,12 +101,43 @@ function cycleFailure(res: CycleResponse): QueenError {
  * recomputes from fresh rows); FLUSH_DEFERRED answers 'deferred'; a lost lease emits `lease:lost`; any other
  * refusal goes to onError (phase `cycle`, or `flush`). A transport failure
  * rejects (the caller's phase reports it).
+ *
+ * A sink queue at its maxSize (QUEUE_FULL) is backpressure, not a failure:
+ * nothing of the cycle was committed, so the same cycle is sent again after
+ * a wait (the broker's retryAfter, doubling up to SINK_FULL_MAX_WAIT_MS)
+ * until it fits, its lease is gone (then the batch comes back, as any), or
+ * the runner stops. Meanwhile this partition's batch stays unacknowledged
+ * and the source's lag grows. A flush refused so answers 'deferred' (its
+ * next tick tries again).
  */
 export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitResult> {
   forgetCarried(rt, c.partitionId);
-  const acked = c.ack !== null || (c.sourceAcks?.length ?? 0) > 0;
+  let res = await sendCommit(rt, c);
+  for (let wait = 0; res.code === 'QUEUE_FULL' && !rt.isStopped(); ) {
+    wait = wait === 0 ? Math.max(res.retryAfter ?? 1, 0.1) * 1000 : Math.min(wait * 2, SINK_FULL_MAX_WAIT_MS);
+    rt.metrics.sinkFullTotal += 1;
+    const full = { partitionId: c.partitionId, partition: c.partition, queue: res.queue ?? '', pending: res.pending ?? 0, maxSize: res.maxSize ?? 0 };
+    if (!isAcked(c)) {
+      rt.events.emit('sink:full', { ...full, waitMs: 0 });
+      return 'deferred';
+    }
+    rt.events.emit('sink:full', { ...full, waitMs: wait });
+    await sleep(wait, rt.signal);
+    if (rt.isStopped()) return 'not-committed';
+    res = await sendCommit(rt, c);
+  }
+  if (res.code === 'QUEUE_FULL') return 'not-committed';
+  return interpret(rt, c, res);
+}
+
+/** A cycle that acknowledges source messages (its own batch, or a join's other side); otherwise an idle flush. */
+const isAcked = (c: Commit): boolean => c.ack !== null || (c.sourceAcks?.length ?? 0) > 0;
+
+/** One POST /streams/v1/cycle of a commit. */
+function sendCommit(rt: RunnerContext, c: Commit): Promise<CycleResponse> {
+  const acked = isAcked(c);
   // Traced, the push items carry the commit's push span as their traceparent (tracing.ts).
-  const res = await traceCommit(rt, c, (pushItems) =>
+  return traceCommit(rt, c, (pushItems) =>
     rt.api.cycle({
       query_id: rt.queryId,
       partition_id: c.partitionId,
@@ -118,6 +153,11 @@ export async function commitCycle(rt: RunnerContext, c: Commit): Promise<CommitR
       ...(c.late ? { late: c.late } : {}),
     }),
   );
+}
+
+/** A commit's answer other than QUEUE_FULL: counters, events, and what the caller does next. */
+function interpret(rt: RunnerContext, c: Commit, res: CycleResponse): CommitResult {
+  const acked = isAcked(c);
   if (res.success) {
     c.onCommitted?.(res);
     if (c.windowEmits) reportReemittedWindows(rt, res, c.windowEmits, { partitionId: c.partitionId, partition: c.partition, flush: !acked });

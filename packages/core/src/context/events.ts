@@ -26,6 +26,13 @@ export interface RunnerEvents {
    * content is not stored. Also reported to onError as WINDOW_REEMITTED.
    */
   'window:reemitted': { partitionId: string; partition: string; key: string; windowStart: number; windowEnd: number; transactionId: string };
+  /**
+   * A cycle or flush found a sink queue at its maxSize (QUEUE_FULL): nothing
+   * of it was committed. A cycle is sent again after `waitMs` (the wait
+   * doubles while the sink stays full); a flush is tried again on its next
+   * tick (`waitMs` 0). The source's lag grows meanwhile; nothing is dropped.
+   */
+  'sink:full': { partitionId: string; partition: string; queue: string; pending: number; maxSize: number; waitMs: number };
 }
 
 export type RunnerEventName = keyof RunnerEvents;

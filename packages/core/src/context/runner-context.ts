@@ -41,6 +41,8 @@ export interface RunMetrics {
   emitsDeadLetteredTotal: number;
   /** Window emits the sink answered `duplicate` in a committed cycle or flush (a window closed twice); each also reported as WINDOW_REEMITTED. */
   windowsReemittedTotal: number;
+  /** Cycles and flushes a sink queue at its maxSize refused (QUEUE_FULL; each one waited and was tried again, see `sink:full`). */
+  sinkFullTotal: number;
 }
 
 /** Where the runner writes its log lines (a pino logger fits; default `console`). */
@@ -97,6 +99,8 @@ export interface RunnerContext {
    * stops extending the partner's lease.
    */
   joinPartner?: (side: 'left' | 'right', partition: string) => Promise<{ batch: PartitionBatchLike; done: () => void } | null>;
+  /** Aborts when the runner stops: waits end early on it. */
+  signal: AbortSignal;
 }
 
 /** A batch as the join's partner pop answers it (commit's PartitionBatch, restated here below the commit room). */

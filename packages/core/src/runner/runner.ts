@@ -74,6 +74,7 @@ function zeroMetrics(): RunMetrics {
     messagesDeadLetteredTotal: 0,
     emitsDeadLetteredTotal: 0,
     windowsReemittedTotal: 0,
+    sinkFullTotal: 0,
   };
 }
 
@@ -96,6 +97,7 @@ function createRunnerContext(plan: CompiledQuery, api: StreamsApi, reg: Register
     clock: new BrokerClock(settings.clock),
     logger: settings.logger,
     isStopped: () => stopped.aborted,
+    signal: stopped,
     report(err, info) {
       metrics.errorsTotal += 1;
       const error = err instanceof Error ? err : new Error(String(err));

@@ -52,6 +52,7 @@ function context(plan: CompiledQuery, queryId: string, queryName: string, api: S
     logger: console,
     report: (err, info) => void errors.push({ err, info }),
     isStopped: () => false,
+    signal: new AbortController().signal,
     errors,
   };
 }

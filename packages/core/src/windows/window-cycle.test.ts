@@ -74,6 +74,7 @@ async function context(plan: CompiledQuery): Promise<{ rt: RunnerContext; reads:
     touched: new Map(),
     report: () => undefined,
     isStopped: () => false,
+    signal: new AbortController().signal,
   };
   return { rt, reads: () => reads };
 }

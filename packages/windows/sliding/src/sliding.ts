@@ -2,52 +2,63 @@ import { chainError, option, parseWindowPluginOptions, windowOptionsSchema, z, t
 
 /** Options of {@link sliding}: window size and hop plus every window's common options. */
 export interface SlidingOptions<T = any> extends WindowOptions<T> {
-  /** Window length in whole seconds (> 0), an integer multiple of `slide`. */
+  /** Window length in seconds (> 0; fractions to the millisecond allowed), at least `slide`. */
   size: number;
-  /** Hop between window starts in whole seconds (> 0). Starts are aligned to the Unix epoch. */
+  /** Hop between window starts in seconds (> 0, at most `size`; fractions to the millisecond allowed). Starts are multiples of `slide` since the Unix epoch. */
   slide: number;
 }
 
 /** Idle-flush interval when the options omit `idleFlushMs` (ms). */
 export const SLIDING_DEFAULT_IDLE_FLUSH_MS = 5000;
 
+/** Seconds given to the millisecond: a window bound is an integer number of epoch ms. */
+const seconds = z
+  .number()
+  .positive()
+  .refine((s) => Math.abs(s * 1000 - Math.round(s * 1000)) < 1e-6, 'must be a whole number of milliseconds');
+
 /** What `sliding()` itself takes; the common window options go to `.window()`. */
 const slidingPluginSchema = z.object({
-  size: option(z.number().int().positive(), { description: 'Window length, an integer multiple of `slide`', rule: 'must be a positive integer', type: 'integer (s)' }),
-  slide: option(z.number().int().positive(), { description: 'Hop between window starts; starts are aligned to the Unix epoch', rule: 'must be a positive integer', type: 'integer (s)' }),
+  size: option(seconds, { description: 'Window length, at least `slide` (fractions allowed)', rule: 'must be a positive number of seconds, to the millisecond', type: 'number (s)' }),
+  slide: option(seconds, {
+    description: 'Hop between window starts, at most `size` (fractions allowed); starts are the multiples of `slide` since the Unix epoch',
+    rule: 'must be a positive number of seconds, to the millisecond',
+    type: 'number (s)',
+  }),
 });
 
 /** {@link SlidingOptions} as a schema: validates `.windowSliding()` and renders the options table. */
 export const slidingOptionsSchema = windowOptionsSchema.extend(slidingPluginSchema.shape);
 
 /**
- * Overlapping windows `[k·slide, k·slide + size)` (epoch-aligned): every
- * timestamp lands in exactly `size / slide` of them. State rows are tagged
+ * Overlapping windows `[k·slide, k·slide + size)` for every integer k (starts
+ * are the multiples of `slide` counted from the Unix epoch): every timestamp
+ * lands in each of them that contains it, `ceil(size / slide)` or one fewer
+ * when `size` is not a multiple of `slide`. State rows are tagged
  * `slide:<size>:<slide>`. Throws (VALIDATION_FAILED) unless both are positive
- * integers and `size` is an integer multiple of `slide` — otherwise an event
- * would belong to a varying number of windows — for an unknown option, and
- * for a common window option (`idleFlushMs`, …): those go to
+ * numbers of seconds to the millisecond and `slide` ≤ `size` (a larger slide
+ * would leave gaps no window covers), for an unknown option, and for a
+ * common window option (`idleFlushMs`, …): those go to
  * `.window(sliding({ size, slide }), { … })` or to `.windowSliding()`.
  */
 export function sliding(options: Pick<SlidingOptions, 'size' | 'slide'>): WindowPlugin {
   const { size, slide } = parseWindowPluginOptions('sliding window', slidingPluginSchema, options);
-  if (size % slide !== 0) throw chainError(`sliding window: size (${size}) must be an integer multiple of slide (${slide})`);
-  const sizeMs = size * 1000;
-  const slideMs = slide * 1000;
-  const perEvent = size / slide;
+  if (slide > size) throw chainError(`sliding window: slide (${slide}) must not exceed size (${size})`);
+  const sizeMs = Math.round(size * 1000);
+  const slideMs = Math.round(slide * 1000);
   return Object.freeze({
     kind: 'sliding',
     shape: { size, slide },
     tag: `slide:${size}:${slide}`,
     defaultIdleFlushMs: SLIDING_DEFAULT_IDLE_FLUSH_MS,
     assign(timestampMs: number): WindowBounds[] {
+      // The newest window containing the timestamp starts at the last multiple of slide at or before it;
+      // older ones start a hop earlier each, as long as they have not ended by it.
       const lastStart = Math.floor(timestampMs / slideMs) * slideMs;
+      let first = lastStart;
+      while (first - slideMs + sizeMs > timestampMs) first -= slideMs;
       const out: WindowBounds[] = [];
-      // Oldest first: the window that started (perEvent − 1) hops before the newest.
-      for (let k = perEvent - 1; k >= 0; k--) {
-        const start = lastStart - k * slideMs;
-        out.push({ start, end: start + sizeMs });
-      }
+      for (let start = first; start <= lastStart; start += slideMs) out.push({ start, end: start + sizeMs });
       return out;
     },
   });
