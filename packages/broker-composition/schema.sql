@@ -97,7 +97,7 @@ table queen.queues (id uuid not null default gen_random_uuid(), name text not nu
   constraint queues_pkey PRIMARY KEY (id)
   CREATE UNIQUE INDEX queues_name_key ON queen.queues USING btree (name)
   CREATE UNIQUE INDEX queues_pkey ON queen.queues USING btree (id)
-table queen.schedules (name text not null, cron text not null, time_zone text not null, queue_name text not null, partition_name text not null, payload jsonb, missed text not null, next_fire_at timestamp with time zone not null, last_fire_at timestamp with time zone, producer_sub text, created_at timestamp with time zone not null default now(), updated_at timestamp with time zone not null default now())
+table queen.schedules (name text not null, cron text not null, time_zone text not null, queue_name text not null, partition_name text not null, payload jsonb, missed text not null, next_fire_at timestamp with time zone not null, last_fire_at timestamp with time zone, producer_sub text, created_at timestamp with time zone not null default now(), updated_at timestamp with time zone not null default now(), room_wait_since timestamp with time zone)
   constraint schedules_missed_check CHECK ((missed = ANY (ARRAY['skip'::text, 'one'::text, 'all'::text])))
   constraint schedules_pkey PRIMARY KEY (name)
   CREATE INDEX schedules_due ON queen.schedules USING btree (next_fire_at)
