@@ -11,7 +11,7 @@ const BARS = '▁▂▃▄▅▆▇█';
  * value of each run of points), scaled to the largest value; the lowest bar
  * everywhere when every value is 0.
  */
-export function sparkline(values: number[], width = 60): string {
+function sparkline(values: number[], width = 60): string {
   const per = Math.max(1, Math.ceil(values.length / width));
   const runs: number[] = [];
   for (let i = 0; i < values.length; i += per) runs.push(Math.max(...values.slice(i, i + per)));

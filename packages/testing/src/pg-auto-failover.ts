@@ -10,8 +10,8 @@ import { sleep } from './harness.js';
 // failover drill and the failover benchmark: Debian's postgresql-15 and
 // postgresql-15-auto-failover.
 
-export const PG_BIN = '/usr/lib/postgresql/15/bin';
-export const AUTOCTL = '/usr/bin/pg_autoctl';
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+const AUTOCTL = '/usr/bin/pg_autoctl';
 
 /** Why a formation cannot run here (what to install), or undefined. */
 export function pgAutoFailoverMissing(): string | undefined {

@@ -1,7 +1,7 @@
 import { ConnectionString } from 'connection-string';
 
 /** libpq's `target_session_attrs`: which server of a multi-host URL a connection keeps. */
-export type TargetSessionAttrs = 'any' | 'read-write' | 'read-only' | 'primary' | 'standby' | 'prefer-standby';
+type TargetSessionAttrs = 'any' | 'read-write' | 'read-only' | 'primary' | 'standby' | 'prefer-standby';
 
 const ATTRS: readonly TargetSessionAttrs[] = ['any', 'read-write', 'read-only', 'primary', 'standby', 'prefer-standby'];
 

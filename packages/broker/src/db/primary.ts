@@ -22,7 +22,7 @@ function standbyError(h: PgHost): Error {
 }
 
 /** A failover the router saw: the writable server moved from one host to another. */
-export interface FailoverEvent {
+interface FailoverEvent {
   from: string;
   to: string;
   /** From the first failure on `from` to the first session proved writable on `to`. */

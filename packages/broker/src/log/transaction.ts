@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import type pg from 'pg';
-import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp, type TxnKvOp } from '@queen-mq/protocol';
+import { ackResultsOf, adminRoutes, pushResultOf, QueenError, type AckAnswer, type ErrorCode, type PushItem, type TransactionBody, type TxnAckOp } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { encryptedQueues, queueMaxSizes } from './encryption.js';
 import { registerRoute } from '../http/http.js';

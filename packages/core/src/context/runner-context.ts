@@ -104,7 +104,7 @@ export interface RunnerContext {
 }
 
 /** A batch as the join's partner pop answers it (commit's PartitionBatch, restated here below the commit room). */
-export interface PartitionBatchLike {
+interface PartitionBatchLike {
   partitionId: string;
   partition: string;
   leaseId: string;

@@ -18,10 +18,10 @@ import { OperatorError } from '../commit/pre-ops.js';
 // every couple of records, neither late, with equal keys and times at most
 // `within` apart.
 
-export type JoinSide = 'left' | 'right';
+type JoinSide = 'left' | 'right';
 
 /** A record a join holds (the value of `join␟<side>␟<key>` rows: `{records}`). */
-export interface HeldRecord {
+interface HeldRecord {
   offset: string;
   /** Epoch ms: the event time, or the broker's createdAt. */
   time: number;
@@ -32,7 +32,7 @@ export interface HeldRecord {
 }
 
 /** The bookkeeping row `__join__`: each side's watermark (null: none yet) and the partition's name. */
-export interface JoinClock {
+interface JoinClock {
   left: number | null;
   right: number | null;
   partition: string;
@@ -45,7 +45,7 @@ export interface JoinInput {
 }
 
 /** A pair, or an unmatched left record, with its deterministic identity (PROTOCOL §7.6). */
-export interface JoinOutput {
+interface JoinOutput {
   /** `pair␟<left offset>␟<right offset>` or `left␟<left offset>`. */
   identity: string;
   value: unknown;
@@ -54,7 +54,7 @@ export interface JoinOutput {
   offset: string;
 }
 
-export interface JoinFold {
+interface JoinFold {
   stateOps: StateOp[];
   outputs: JoinOutput[];
   /** Records dropped as late. */
@@ -96,7 +96,7 @@ function select(opts: ResolvedJoinOptions, left: unknown, right: unknown, offset
 }
 
 /** The side and user key of a records row, or undefined for any other row. */
-export function parseRecordsKey(key: string): { side: JoinSide; userKey: string } | undefined {
+function parseRecordsKey(key: string): { side: JoinSide; userKey: string } | undefined {
   if (!key.startsWith(JOIN_PREFIX)) return undefined;
   const rest = key.slice(JOIN_PREFIX.length);
   const at = rest.indexOf(SEP);
