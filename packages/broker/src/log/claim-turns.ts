@@ -47,6 +47,19 @@ export function claimTurn(ctx: BrokerContext, queue: string, group: string): Cla
 }
 
 /**
+ * Whether `id` lies further on than `current` in the round that the pop
+ * offered `from` made (ids after `from`, then from the start). Pops in flight
+ * at once answer in any order; without this a slow answer would move the
+ * round back and serve again the partitions a faster one had just passed.
+ * Ids compare as PostgreSQL compares uuids: their text in lower case.
+ */
+function aheadInRound(id: string, current: string | null, from: string | null): boolean {
+  if (current === null || current === from) return true;
+  const place = (x: string) => (from === null || x > from ? `0${x}` : `1${x}`);
+  return place(id) > place(current);
+}
+
+/**
  * A wildcard pop of the line that was offered `turn` claimed `claims` (its
  * messages' partitions with their weights, in claim order): a partition
  * owed turns used one; any other moves the round on to it and, weighing
@@ -65,7 +78,7 @@ export function noteClaim(ctx: BrokerContext, queue: string, group: string, turn
       if (owed.left <= 1) t.again.delete(c.partition_id);
       else (owed.left -= 1), (owed.missed = 0);
     } else {
-      t.after = c.partition_id;
+      if (aheadInRound(c.partition_id, t.after, turn.after)) t.after = c.partition_id;
       if ((c.weight ?? 1) > 1) t.again.set(c.partition_id, { left: c.weight! - 1, missed: 0 });
     }
   }
