@@ -20,10 +20,12 @@
 // Without BENCH_OTHER_BROKER it says so and writes nothing (so `npm run bench`
 // passes over it). Knobs: BENCH_ROUNDS (4), BENCH_WORKLOADS (e2e,drain,push,map),
 // BENCH_SECONDS (5, e2e and push), BENCH_IDLE_FIRST_S (0): seconds both
-// brokers idle before the first round. A broker's young generation is held
-// at the size it has when its flag is set (apps/broker/src/young-generation.ts),
-// and V8 shrinks it to 2 MB after ~10 s idle: 20 compares the builds as a
-// broker runs after any idle stretch, 0 as one busy from its start.
+// brokers idle before the first round. Builds before the young generation
+// became an option (apps/broker/src/young-generation.ts) hold it at the
+// size it has when their flag is set, and V8 shrinks it to 2 MB after ~10 s
+// idle: 20 compares them as a broker runs after any idle stretch, 0 as one
+// busy from its start. BENCH_ENV (JSON) is added to both brokers' environment,
+// e.g. '{"QUEEN_FIXED_YOUNG_GENERATION":"true"}' to compare like with like.
 // Writes bench/results/versus-build.json.
 import { existsSync } from 'node:fs';
 import pg from 'pg';
@@ -50,9 +52,10 @@ const otherDb = `${new URL(db.url).pathname.slice(1)}_other`;
 await admin.query(`create database ${otherDb}`);
 const otherUrl = new URL(db.url);
 otherUrl.pathname = `/${otherDb}`;
+const ENV = JSON.parse(process.env.BENCH_ENV ?? '{}');
 const brokers = {
-  'this build': await spawnBroker(`${NAME} this build`, db.url),
-  'other build': await spawnBroker(`${NAME} other build`, otherUrl.toString(), {}, [], OTHER),
+  'this build': await spawnBroker(`${NAME} this build`, db.url, ENV),
+  'other build': await spawnBroker(`${NAME} other build`, otherUrl.toString(), ENV, [], OTHER),
 };
 const IDLE_FIRST_S = Number(process.env.BENCH_IDLE_FIRST_S ?? 0);
 if (IDLE_FIRST_S > 0) {
@@ -172,7 +175,7 @@ console.log(table(Object.keys(summary[0]), summary));
 
 const file = await writeResults(NAME, {
   ...resultsHead(NAME, db, loadAtStart),
-  settings: { rounds: ROUNDS, seconds: SECONDS, workloads: WORKLOADS, otherBroker: OTHER, idleFirstSeconds: IDLE_FIRST_S },
+  settings: { rounds: ROUNDS, seconds: SECONDS, workloads: WORKLOADS, otherBroker: OTHER, idleFirstSeconds: IDLE_FIRST_S, env: ENV },
   notes: [
     'Both brokers run at once, each on its own database of one embedded PostgreSQL; rounds alternate the builds and which goes first. A pair is the two builds\' runs of one workload in one round.',
     'map: this tree\'s queen-mq runner in this process against each broker, so its client CPU is the runner\'s.',

@@ -325,6 +325,32 @@ describe('operator console in Chromium', () => {
     await textOf(page, '[data-testid=windows]', /"sum":115,"count":6|"count":6,"sum":115/, 20000);
   });
 
+  it("streams: a join's buffered records per side, live", async () => {
+    const left = uniqueName('clicks');
+    const right = uniqueName('views');
+    const joinId = `${left}.j`;
+    await push(left, 'eu', [{ k: 'a' }, { k: 'b' }]);
+    await push(right, 'eu', [{ k: 'z' }]);
+    const joined = await Stream.from<{ k: string }>(queen.queue(left))
+      .join<{ k: string }, { k: string }>(queen.queue(right), { within: { seconds: 3600 }, key: (m) => m.k, select: (l) => ({ k: l.k }) })
+      .to(queen.queue(`${left}.out`))
+      .run({ queryId: joinId, url: b.url, bearerToken: ADMIN, batchSize: 50 });
+    try {
+      const { page } = admin;
+      await open(page, `#/streams/${encodeURIComponent(joinId)}`);
+      const row = '[data-testid=joins] tr[data-partition=eu]';
+      // Both orders wait for a view of their key, the view for a click of its own; an hour's bound keeps them all.
+      expect(await textOf(page, `${row} [data-col=left-records]`, /^2$/, 20000)).toBe('2');
+      expect(await textOf(page, `${row} [data-col=right-records]`, /^1$/)).toBe('1');
+      // A view of key a pairs with the held click and is held too: the page follows without a reload.
+      await push(right, 'eu', [{ k: 'a' }]);
+      expect(await textOf(page, `${row} [data-col=right-records]`, /^2$/, 20000)).toBe('2');
+      expect(await page.textContent(`${row} [data-col=left-records]`)).toBe('2');
+    } finally {
+      await joined.stop();
+    }
+  });
+
   it('DLQ: the entry with its error and retry count; Requeue puts it back on its queue', async () => {
     const { page } = admin;
     const api = (await http('GET', `/api/v1/dlq?queue=${jobs}`)).body;

@@ -253,7 +253,7 @@ describe('enqueue in the application transaction', () => {
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(QueenError);
     expect(err).toMatchObject({ code: 'QUEUE_FULL', status: 429, extra: { queue: q, pending: 2, maxSize: 3, count: 2 } });
-    expect((err as Error).message).toContain(`${q}: 2 pending, maxSize 3, this push 2`);
+    expect((err as Error).message).toContain(`${q}: 2 pending, maxSize 3, 2 to add`);
     expect(await orders(`${q}-over`)).toBe(0);
     expect(await stored()).toBe(2);
     // Three transactions race for the last place while one holds the queue row: one gets it.

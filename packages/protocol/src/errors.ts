@@ -32,7 +32,7 @@ export const errorCatalogue = {
   KV_TYPE_MISMATCH: { status: 409, message: 'Stored value is not an integer in range', detail: '({key}; integers are exact within ±(2^53−1))' },
   QUEUE_ENCRYPTED: { status: 409, message: 'The queue has encryptionEnabled: its payloads are encrypted with the broker\'s key, so only a broker can write them (push over HTTP instead); nothing was stored' },
   PAYLOAD_TOO_LARGE: { status: 413, message: 'Request body too large' },
-  QUEUE_FULL: { status: 429, message: 'The push would take the queue past its maxSize pending messages; nothing was stored', detail: '({queue}: {pending} pending, maxSize {maxSize}, this push {count})' },
+  QUEUE_FULL: { status: 429, message: 'The write would take the queue past its maxSize pending messages; nothing was stored', detail: '({queue}: {pending} pending, maxSize {maxSize}, {count} to add)' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'A request body must be Content-Type: application/json' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error' },
   PAYLOAD_UNDECRYPTABLE: { status: 500, message: 'A stored encrypted payload does not decrypt with this broker\'s key (wrong key or corrupt bytes); it was not delivered (a pop dead-letters such a message when it is the head of its partition)' },

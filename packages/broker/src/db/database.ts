@@ -191,50 +191,23 @@ export class Database extends EventEmitter {
    */
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string | NamedStatement, values?: unknown[]): Promise<pg.QueryResult<R>> {
     const recoveries = this.recoveries;
-    let client: pg.PoolClient;
+    const session = await this.checkout(recoveries);
     try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw this.translate(err, recoveries);
-    }
-    // What pool.query does: an idle-time 'error' of this session fails the
-    // statement; any failure discards the session instead of pooling it.
-    let lost: Error | undefined;
-    const onError = (err: Error) => {
-      lost = err;
-    };
-    client.once('error', onError);
-    try {
-      const out = typeof text === 'string' ? await client.query<R>(text, values) : await client.query<R>({ ...text, values });
-      client.removeListener('error', onError);
-      client.release();
+      const out = typeof text === 'string' ? await session.client.query<R>(text, values) : await session.client.query<R>({ ...text, values });
+      session.release();
       return out;
     } catch (err) {
-      client.removeListener('error', onError);
-      client.release(lost ?? (err as Error));
-      throw this.translate(lost ?? err, recoveries, 'commit');
+      session.release(err as Error);
+      // It commits on its own: a session lost during it may have committed.
+      throw this.translate(session.lost() ?? err, recoveries, 'commit');
     }
   }
 
   /** Runs fn inside BEGIN/COMMIT on one client; rolls back on any throw. */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const recoveries = this.recoveries;
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw this.translate(err, recoveries);
-    }
-    // A checked-out client has no listener of the pool's: PostgreSQL ending
-    // the session (57P01 on a restart) would otherwise be an unhandled
-    // 'error' event and take the process down. The statement in flight fails
-    // on its own; the client is then discarded, not returned to the pool.
-    let lost: Error | undefined;
-    const onError = (err: Error) => {
-      lost = err;
-      if (recoveries === this.recoveries) this.markDown(err);
-    };
-    client.on('error', onError);
+    const session = await this.checkout(recoveries);
+    const { client } = session;
     let phase: 'work' | 'commit' = 'work';
     let failed: Error | undefined;
     try {
@@ -245,13 +218,43 @@ export class Database extends EventEmitter {
       return out;
     } catch (err) {
       // A session PostgreSQL ended, or one on a server that turned read-only, is never pooled again.
-      if (!lost && isUnavailable(err)) failed = err as Error;
-      if (!lost && !failed) await client.query('rollback').catch(() => undefined);
+      if (!session.lost() && isUnavailable(err)) failed = err as Error;
+      if (!session.lost() && !failed) await client.query('rollback').catch(() => undefined);
       throw this.translate(err, recoveries, phase);
     } finally {
-      client.removeListener('error', onError);
-      client.release(lost ?? failed);
+      session.release(failed);
     }
+  }
+
+  /**
+   * A pooled session for one piece of work. A checked-out client has no
+   * listener of the pool's: PostgreSQL ending the session (57P01 on a
+   * restart) would otherwise be an unhandled 'error' event and take the
+   * process down. The statement in flight fails on its own; `release` then
+   * discards the session instead of pooling it, as it does when given the
+   * error of a session that must not be reused.
+   */
+  private async checkout(recoveries: number): Promise<{ client: pg.PoolClient; lost: () => Error | undefined; release: (err?: Error) => void }> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw this.translate(err, recoveries);
+    }
+    let lost: Error | undefined;
+    const onError = (err: Error) => {
+      lost = err;
+      if (recoveries === this.recoveries) this.markDown(err);
+    };
+    client.on('error', onError);
+    return {
+      client,
+      lost: () => lost,
+      release: (err) => {
+        client.removeListener('error', onError);
+        client.release(lost ?? err);
+      },
+    };
   }
 
   /**

@@ -27,7 +27,7 @@ describe('maxSize', () => {
     expect(full.status).toBe(429);
     expect(full.headers.get('retry-after')).toBe('1');
     expect(full.body).toMatchObject({ code: 'QUEUE_FULL', queue: q, pending: 3, maxSize: 5, count: 3, retryAfter: 1 });
-    expect(full.body.error).toContain(`${q}: 3 pending, maxSize 5, this push 3`);
+    expect(full.body.error).toContain(`${q}: 3 pending, maxSize 5, 3 to add`);
     expect(await stored(q)).toBe(3);
     // Exactly up to maxSize fits.
     expect((await push(items(q, 2))).status).toBe(201);

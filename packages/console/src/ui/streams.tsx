@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
 import { confirmed, duration, ErrorBox, Json, preview, Section, time, usePoll } from './components.js';
 import { StreamHistory } from './history.js';
+import { JoinBuffers } from './joins.js';
 import { href, navigate } from './router.js';
 
 /** Open windows refresh this often: they change with every cycle. */
@@ -151,6 +152,7 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
           </table>
         </Section>
       ) : null}
+      <JoinBuffers name={name} partition={partition} />
       <Section title={`Open windows${partition ? ` of partition ${partition}` : ''} (refreshing every ${WINDOWS_REFRESH_MS / 1000} s)`}>
         <ErrorBox error={windows.error} />
         {w ? (
