@@ -4,7 +4,7 @@ import type { CycleSourceAckWire, StateRow } from '../context/wire.js';
 import { OperatorError, runPostStages } from '../commit/pre-ops.js';
 import { sinkOutputs, type SinkOutput } from '../commit/sink-output.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
-import { foldJoin, type JoinInput } from './join-fold.js';
+import { foldJoin, joinStateKeys, type JoinInput } from './join-fold.js';
 import { joinShardId } from './join-shard.js';
 
 // The join cycle: read the shard's rows, fold the batch (join-fold.ts, pure),
@@ -47,14 +47,23 @@ async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: Cycl
   const inputs: JoinInput[] = batches.map((b) => ({ side: b.side ?? 'left', messages: b.messages }));
 
   return retryOnConflict(rt, shard, async () => {
-    let rows: StateRow[];
-    try {
-      rows = await rt.api.stateGet({ query_id: rt.queryId, partition_id: shard });
-    } catch (err) {
-      rt.report(err, { phase: 'state-get', partitionId: shard });
-      return 'none';
+    // First the rows of the batch's keys; every row of the shard only when a held record may leave.
+    const read = async (keys?: string[]): Promise<StateRow[] | undefined> => {
+      try {
+        return await rt.api.stateGet({ query_id: rt.queryId, partition_id: shard, ...(keys ? { keys } : {}) });
+      } catch (err) {
+        rt.report(err, { phase: 'state-get', partitionId: shard });
+        return undefined;
+      }
+    };
+    const some = await read(joinStateKeys(join.options, inputs));
+    if (!some) return 'none';
+    let fold = foldJoin(join.options, rowsByKey(some), inputs, batch.partition, false);
+    if (fold.needsAllRows) {
+      const all = await read();
+      if (!all) return 'none';
+      fold = foldJoin(join.options, rowsByKey(all), inputs, batch.partition);
     }
-    const fold = foldJoin(join.options, rowsByKey(rows), inputs, batch.partition);
     const outputs: SinkOutput[] = fold.outputs.map((o) => {
       const ctx = { partition: batch.partition, partitionId: shard, key: o.key, offset: o.offset };
       return { identity: o.identity, values: runPostStages(plan.post, o.value, ctx), ctx };

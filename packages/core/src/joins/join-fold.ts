@@ -31,11 +31,18 @@ interface HeldRecord {
   matched?: true;
 }
 
-/** The bookkeeping row `__join__`: each side's watermark (null: none yet) and the partition's name. */
+/**
+ * The bookkeeping row `__join__`: each side's watermark (null: none yet), the
+ * partition's name, and `due`: per side, the earliest time + within of the
+ * records it holds (null: none held). A cycle whose marks pass neither side's
+ * due leaves every record where it is, so it reads only the rows of its own
+ * keys; rows written before `due` existed read as unknown (read everything).
+ */
 interface JoinClock {
   left: number | null;
   right: number | null;
   partition: string;
+  due: { left: number | null; right: number | null };
 }
 
 /** One side's messages of a cycle, in offset order. */
@@ -59,8 +66,14 @@ interface JoinFold {
   outputs: JoinOutput[];
   /** Records dropped as late. */
   late: number;
-  /** Records held after the fold, per side. */
+  /** Records held after the fold in the rows it was given (all of them when it was given all), per side. */
   held: { left: number; right: number };
+  /**
+   * Given only the rows of the cycle's keys: a held record elsewhere may
+   * leave in this cycle (or `due` is unknown), so nothing of this fold
+   * counts; fold again with every row of the shard.
+   */
+  needsAllRows: boolean;
 }
 
 const other = (side: JoinSide): JoinSide => (side === 'left' ? 'right' : 'left');
@@ -106,14 +119,41 @@ function parseRecordsKey(key: string): { side: JoinSide; userKey: string } | und
 }
 
 /**
- * One cycle's fold over a shard's rows (all of them: the records rows and
- * `__join__`). Answers the state ops (every one a compare-and-set, and
- * `__join__` written by every cycle, so two cycles of one shard never both
- * commit from the same rows), the outputs and the late count.
+ * The state rows a cycle over `inputs` reads first: `__join__` and both
+ * sides' records rows of every key the inputs carry. Pairing needs no other
+ * row; expiry does only when a record leaves (JoinClock's `due`).
  */
-export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string): JoinFold {
+export function joinStateKeys(opts: ResolvedJoinOptions, inputs: readonly JoinInput[]): string[] {
+  const keys = new Set([JOIN_CLOCK_KEY]);
+  for (const { side, messages } of inputs) {
+    for (const m of messages) {
+      const key = keyOf(opts, side, m);
+      keys.add(joinRecordsKey('left', key)).add(joinRecordsKey('right', key));
+    }
+  }
+  return [...keys];
+}
+
+/** Whether a record of `side` may leave once the other side's watermark is `mark`: the earliest `due` has passed. */
+function expiryDue(opts: ResolvedJoinOptions, due: number | null, mark: number | null): boolean {
+  return due !== null && mark !== null && mark - opts.graceMs > due;
+}
+
+/**
+ * One cycle's fold over a shard's rows: all of them (`allRows`), or only
+ * those of joinStateKeys (then, when a record elsewhere may leave, it answers
+ * needsAllRows and nothing else counts). Answers the state ops (every one a
+ * compare-and-set, and `__join__` written by every cycle, so two cycles of
+ * one shard never both commit from the same rows), the outputs and the late
+ * count.
+ */
+export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string, allRows = true): JoinFold {
   const clockRow = stored.get(JOIN_CLOCK_KEY);
-  const clock: JoinClock = { left: clockRow?.value?.left ?? null, right: clockRow?.value?.right ?? null, partition };
+  const storedDue = clockRow?.value?.due as JoinClock['due'] | undefined;
+  // No `__join__` row: the shard holds nothing yet.
+  const due: JoinClock['due'] = clockRow ? { left: storedDue?.left ?? null, right: storedDue?.right ?? null } : { left: null, right: null };
+  if (!allRows && clockRow && !storedDue) return { stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true };
+  const clock: JoinClock = { left: clockRow?.value?.left ?? null, right: clockRow?.value?.right ?? null, partition, due };
   const rows = new Map<string, HeldRecord[]>();
   for (const [key, row] of stored) if (parseRecordsKey(key)) rows.set(key, (row.value?.records ?? []).map((r: HeldRecord) => ({ ...r })));
   const dirty = new Set<string>();
@@ -146,11 +186,17 @@ export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, 
       list.push(own);
       rows.set(ownKey, list);
       dirty.add(ownKey);
+      due[side] = due[side] === null ? time + opts.withinMs : Math.min(due[side], time + opts.withinMs);
     }
   }
+  if (!allRows && (expiryDue(opts, due.left, clock.right) || expiryDue(opts, due.right, clock.left))) {
+    return { stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true };
+  }
 
-  // Records whose bound the other side's watermark has passed leave.
+  // Records whose bound the other side's watermark has passed leave. Given
+  // only some rows, none does (checked above), and `due` stays as it is.
   const held = { left: 0, right: 0 };
+  const kept: JoinClock['due'] = { left: null, right: null };
   for (const [key, list] of rows) {
     const { side, userKey } = parseRecordsKey(key)!;
     const mark = clock[other(side)];
@@ -160,13 +206,18 @@ export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, 
         if (side === 'left' && opts.type === 'left' && !rec.matched) {
           outputs.push({ identity: `left${SEP}${rec.offset}`, value: select(opts, rec.value, null, rec.offset), key: userKey, offset: rec.offset });
         }
-      } else keep.push(rec);
+      } else {
+        keep.push(rec);
+        const leaves = rec.time + opts.withinMs;
+        kept[side] = kept[side] === null ? leaves : Math.min(kept[side], leaves);
+      }
     }
     if (keep.length !== list.length) dirty.add(key);
     rows.set(key, keep);
     held[side] += keep.length;
   }
 
+  if (allRows) clock.due = kept;
   const stateOps: StateOp[] = [];
   for (const key of dirty) {
     const list = rows.get(key)!;
@@ -175,5 +226,5 @@ export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, 
     else if (version > 0) stateOps.push({ type: 'delete', key, expected_version: version });
   }
   stateOps.push({ type: 'upsert', key: JOIN_CLOCK_KEY, value: clock, expected_version: clockRow?.version ?? 0 });
-  return { stateOps, outputs, late, held };
+  return { stateOps, outputs, late, held, needsAllRows: false };
 }
