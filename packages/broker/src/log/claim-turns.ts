@@ -70,7 +70,11 @@ export function noteClaim(ctx: BrokerContext, queue: string, group: string, turn
   const key = keyOf(queue, group);
   const t = m.get(key) ?? { after: null, again: new Map() };
   const claimed = new Set<string>();
+  let previous: string | undefined;
   for (const c of claims) {
+    // A pop's messages come partition by partition: one look per partition, not per message.
+    if (c.partition_id === previous) continue;
+    previous = c.partition_id;
     if (claimed.has(c.partition_id)) continue;
     claimed.add(c.partition_id);
     const owed = t.again.get(c.partition_id);

@@ -134,6 +134,9 @@ export function joinStateKeys(opts: ResolvedJoinOptions, inputs: readonly JoinIn
   return [...keys];
 }
 
+/** A fold given only some rows that cannot finish on them: nothing of it counts. */
+const NEEDS_ALL_ROWS: JoinFold = Object.freeze({ stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true });
+
 /** Whether a record of `side` may leave once the other side's watermark is `mark`: the earliest `due` has passed. */
 function expiryDue(opts: ResolvedJoinOptions, due: number | null, mark: number | null): boolean {
   return due !== null && mark !== null && mark - opts.graceMs > due;
@@ -150,9 +153,9 @@ function expiryDue(opts: ResolvedJoinOptions, due: number | null, mark: number |
 export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string, allRows = true): JoinFold {
   const clockRow = stored.get(JOIN_CLOCK_KEY);
   const storedDue = clockRow?.value?.due as JoinClock['due'] | undefined;
-  // No `__join__` row: the shard holds nothing yet.
-  const due: JoinClock['due'] = clockRow ? { left: storedDue?.left ?? null, right: storedDue?.right ?? null } : { left: null, right: null };
-  if (!allRows && clockRow && !storedDue) return { stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true };
+  // A `__join__` row without `due` was written before it was kept; no row at all: the shard holds nothing yet.
+  if (!allRows && clockRow && !storedDue) return NEEDS_ALL_ROWS;
+  const due: JoinClock['due'] = { left: storedDue?.left ?? null, right: storedDue?.right ?? null };
   const clock: JoinClock = { left: clockRow?.value?.left ?? null, right: clockRow?.value?.right ?? null, partition, due };
   const rows = new Map<string, HeldRecord[]>();
   for (const [key, row] of stored) if (parseRecordsKey(key)) rows.set(key, (row.value?.records ?? []).map((r: HeldRecord) => ({ ...r })));
@@ -189,9 +192,7 @@ export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, 
       due[side] = due[side] === null ? time + opts.withinMs : Math.min(due[side], time + opts.withinMs);
     }
   }
-  if (!allRows && (expiryDue(opts, due.left, clock.right) || expiryDue(opts, due.right, clock.left))) {
-    return { stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true };
-  }
+  if (!allRows && (expiryDue(opts, due.left, clock.right) || expiryDue(opts, due.right, clock.left))) return NEEDS_ALL_ROWS;
 
   // Records whose bound the other side's watermark has passed leave. Given
   // only some rows, none does (checked above), and `due` stays as it is.
