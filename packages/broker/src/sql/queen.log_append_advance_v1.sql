@@ -60,14 +60,18 @@ begin
   -- The lock is taken here directly, not through queen.log_pending_lock_v1
   -- (same keys): a push pays for every statement. The probe runs after the
   -- lock, so a listing that committed before it is seen.
+  -- A queue no group pops by wildcard skips the insert after one index probe
+  -- (an insert starts up its indexes and conflict arbiter even to write nothing).
   perform pg_advisory_xact_lock_shared(20271, hashtext(p_part.queue_id::text));
-  insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
-  select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
-         not exists (select 1 from queen.cursors c where c.partition_id = p_part.id and c.consumer_group = g.consumer_group)
-    from queen.pending_groups g
-   where g.queue_id = p_part.queue_id
-     and not exists (select 1 from queen.pending x
-                      where x.queue_id = p_part.queue_id and x.consumer_group = g.consumer_group and x.partition_id = p_part.id)
-  on conflict (queue_id, consumer_group, partition_id) do nothing;
+  if exists (select 1 from queen.pending_groups g where g.queue_id = p_part.queue_id) then
+    insert into queen.pending (queue_id, consumer_group, partition_id, head_offset, since, needs_cursor)
+    select p_part.queue_id, g.consumer_group, p_part.id, v_head, p_created,
+           not exists (select 1 from queen.cursors c where c.partition_id = p_part.id and c.consumer_group = g.consumer_group)
+      from queen.pending_groups g
+     where g.queue_id = p_part.queue_id
+       and not exists (select 1 from queen.pending x
+                        where x.queue_id = p_part.queue_id and x.consumer_group = g.consumer_group and x.partition_id = p_part.id)
+    on conflict (queue_id, consumer_group, partition_id) do nothing;
+  end if;
 end
 $$;
