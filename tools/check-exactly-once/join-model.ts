@@ -12,7 +12,12 @@
 //     couple once the right queue's greatest time, less the grace, is past
 //     its time + within;
 //   - a record stays held while the other queue's greatest time, less the
-//     grace, is not past its time + within.
+//     grace, is not past its time + within;
+//   - in processing time the run ends with both queues quiet and the
+//     broker's clock past every record's time + within + grace (the check
+//     waits for it): then every bound has passed, on the clock if not on the
+//     other queue's records, so a left join outputs every left record with no
+//     couple, and nothing is held.
 import type { Variant } from './variant.js';
 
 export interface JoinStored {
@@ -52,7 +57,7 @@ export function joinModel(v: Variant, left: JoinStored[], right: JoinStored[]): 
   for (const p of partitions) {
     const L = onTime(left.filter((m) => m.partition === p));
     const R = onTime(right.filter((m) => m.partition === p));
-    const passed = (t: number, otherMax: number | null) => otherMax !== null && otherMax - graceMs > t + within;
+    const passed = (t: number, otherMax: number | null) => v.time === 'processing' || (otherMax !== null && otherMax - graceMs > t + within);
     const h: string[] = [];
     for (const l of L.kept) {
       const matches = R.kept.filter((r) => r.data.k === l.data.k && Math.abs(time(l) - time(r)) <= within);

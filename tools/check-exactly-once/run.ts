@@ -228,7 +228,7 @@ export async function runSeed(seed: number, filter: VariantFilter, adminUrl: str
     proxy.lostRate = 0;
     proxy.stall(0, 0);
     await restarting;
-    if (variant.kind === 'join') await settleJoin(() => b, `streams.${queryId}`);
+    if (variant.kind === 'join') await settleJoin(variant, () => b, `streams.${queryId}`, runner);
     else await settle(variant, schedule, () => b, runner, partitionIds, watermarkOf);
   } catch (err) {
     runError = (err as Error).message;
@@ -358,15 +358,25 @@ async function settle(variant: Variant, schedule: Schedule, broker: () => TestBr
 
 /**
  * A join's wait: until the query's group has consumed both queues (no lag
- * on any partition), then until the sink has not grown for a while.
+ * on any partition); in processing time, until the broker's clock (≈ ours,
+ * same host) is past every record's bound and the idle flush has let every
+ * held record go; then until the sink has not grown for a while.
  */
-async function settleJoin(broker: () => TestBroker, group: string) {
+async function settleJoin(variant: Variant, broker: () => TestBroker, group: string, runner: Runner) {
   const deadline = Date.now() + 60000;
   while (Date.now() < deadline) {
     const res = await broker().http('GET', `/api/v1/consumer-groups/${encodeURIComponent(group)}`);
     const parts = res.status === 200 ? (res.body.partitions as { queue: string; lag: number }[]).filter((p) => p.queue === SOURCE || p.queue === RIGHT) : [];
     if (parts.length > 0 && parts.every((p) => p.lag === 0)) break;
     await sleep(200);
+  }
+  if (variant.time === 'processing') {
+    await sleep(variant.withinMs! + variant.graceS * 1000 + variant.idleFlushMs + 500);
+    const heldRecords = async () =>
+      runner.queryUuid
+        ? ((await broker().sql.query(`select count(*)::int as n from queen_streams.state where query_id = $1 and key like 'join%'`, [runner.queryUuid])).rows[0].n as number)
+        : 0;
+    while ((await heldRecords()) > 0 && Date.now() < deadline) await sleep(200);
   }
   let last = -1;
   let quietSince = Date.now();

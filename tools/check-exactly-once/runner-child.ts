@@ -71,6 +71,8 @@ function joinChain() {
     .join(queen.queue(process.env.RIGHT!), {
       within: { ms: variant.withinMs! },
       gracePeriod: variant.graceS,
+      // Processing time: held records expire on the broker's clock once the queues are quiet (ignored in event time).
+      idleFlushMs: variant.idleFlushMs,
       type: variant.joinType!,
       key: (d: any) => d.k,
       ...(variant.time === 'event' ? { eventTime: (d: any) => d.ts } : {}),

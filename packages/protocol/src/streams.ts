@@ -55,6 +55,8 @@ export const streamRegisterResponse = z.object({
   pending_migrations: z.array(z.string()).default([]),
   /** Extension: the registered version (a hash of the stages, code included), sent back on every cycle; null without stages. */
   version: z.string().nullable().default(null),
+  /** Extension: the cycle route guards an idle flush by `flush_sources` (a join's); a runner expires a join's held records on the clock only where this is true. */
+  flush_sources: z.boolean().default(false),
 });
 
 /** Plan a new version (issue 33): compare `stages` with the registered query's; nothing is changed. */
@@ -212,12 +214,20 @@ export const cycleBody = z.object({
   late: z.number().int().min(0).max(1_000_000).optional(),
   /** Extension (joins): source acks on other partitions than `partition_id`, at most one per partition, committed with the rest. */
   source_acks: z.array(cycleSourceAck).min(1).max(2).optional(),
+  /**
+   * Extension (a join's idle flush): the source partitions, by queue and
+   * partition name, that `flush_before` guards instead of `partition_id`
+   * (a join's shard is no partition). One that does not exist has nothing
+   * pending, once a transaction creating it has finished.
+   */
+  flush_sources: z.array(z.object({ queue: name255, partition: name255 })).min(1).max(2).optional(),
   /** Extension (lookups): KV entries read for this cycle's outputs, checked (and locked shared) in its transaction. */
   kv_reads: z.array(cycleKvRead).max(10000).optional(),
   kv: forbidden('kv'),
   timers: forbidden('timers'),
 })
   .refine((b) => b.flush_before === undefined || (b.ack === null && b.source_acks === undefined), { path: ['flush_before'], message: 'only on an idle flush (ack: null, no source_acks)' })
+  .refine((b) => b.flush_sources === undefined || b.flush_before !== undefined, { path: ['flush_sources'], message: 'only with flush_before' })
   .refine((b) => !b.source_acks || new Set([b.partition_id, ...b.source_acks.map((a) => a.partition_id)]).size === b.source_acks.length + 1, {
     path: ['source_acks'],
     message: 'each source ack names a partition of its own, other than partition_id',

@@ -170,6 +170,50 @@ describe('interval join', () => {
     expect((await env.b.http('GET', `/streams/v1/queries/${encodeURIComponent(queryId)}/joins?partition=us`)).body).toMatchObject({ total: 0, shards: [] });
   });
 
+  it("processing-time left join, then both queues go quiet: the idle flush emits each unpaid order with a null side once the broker's clock passes its bound, and the state empties", async () => {
+    const orders = uniqueName('orders');
+    const payments = uniqueName('payments');
+    const sink = uniqueName('paid');
+    await configureSource(env.b, orders);
+    await configureSource(env.b, payments);
+    const queryId = uniqueName('join-idle');
+    const h = env.track(
+      await Stream.from(env.queen.queue(orders))
+        .join(env.queen.queue(payments), {
+          within: { ms: 300 },
+          gracePeriod: 0.2,
+          idleFlushMs: 100,
+          type: 'left',
+          key: { left: (o: any) => o.id, right: (p: any) => p.orderId },
+          select: (o: any, p: any) => `${o.id}+${p ? p.orderId : 'null'}`,
+        })
+        .to(env.queen.queue(sink))
+        .run({ ...runDefaults, queryId, url: env.b.url }),
+    );
+    // 'eu' gets a payment for one of its two orders; the payments queue never gets an 'us' partition at all.
+    await env.b.http('POST', '/api/v1/push', {
+      items: [
+        { queue: orders, partition: 'eu', payload: { id: 'a' } },
+        { queue: orders, partition: 'eu', payload: { id: 'b' } },
+        { queue: orders, partition: 'us', payload: { id: 'c' } },
+      ],
+    });
+    await env.b.http('POST', '/api/v1/push', { items: [{ queue: payments, partition: 'eu', payload: { orderId: 'a' } }] });
+    const pushedAt = Date.now();
+    const got = await collectUntil(env.b, sink, (all) => all.length >= 3, 20_000, 1000);
+    expect(got.map((m) => `${m.partition}:${m.data}`).sort()).toEqual(['eu:a+a', 'eu:b+null', 'us:c+null']);
+    // Not before the bound (within + grace) had passed, not long after it either.
+    expect(Date.now() - pushedAt).toBeGreaterThanOrEqual(500);
+    const reg = (await env.b.http('GET', `/streams/v1/queries?limit=1000`)).body.queries.find((q: any) => q.name === queryId);
+    await eventually(async () => {
+      const { rows } = await env.b.sql.query(`select key from queen_streams.state where query_id = $1`, [reg.query_id]);
+      return rows.every((r) => r.key === '__join__');
+    }, 5_000);
+    expect(h.metrics().flushCyclesTotal).toBeGreaterThanOrEqual(2);
+    // No partition was made for the flush's guard on the queue that has none.
+    expect((await env.b.sql.query(`select count(*)::int as n from queen.partitions where queue_name = $1 and name = 'us'`, [payments])).rows[0].n).toBe(0);
+  });
+
   it('one cycle commits both sides: the left batch, the right queue\'s pending messages of that partition, both acks', async () => {
     const orders = uniqueName('orders');
     const payments = uniqueName('payments');

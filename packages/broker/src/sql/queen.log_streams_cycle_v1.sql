@@ -1,6 +1,7 @@
 -- PROTOCOL §8, with `error` null when the failure carries no text (the
 -- broker words every failure from the catalogue), and the idle flush's guard
--- (queen_streams.flush_pending_v1) before an element that carries
+-- (queen_streams.flush_pending_v1, or for a join's shard
+-- queen_streams.flush_sources_pending_v1) before an element that carries
 -- `flush_before`; an element without it (every cycle with an ack) runs as
 -- before, one jsonb key test more. A lookup's `kv_reads` are locked first
 -- (queen.kv_read_lock_v1, the KV package's), rank 1 before rank 3.
@@ -14,6 +15,8 @@ declare
   v_code    text;
   v_error   text;
   v_extra   text;
+  v_before  timestamptz;
+  v_pending boolean;
 begin
   -- A lookup's KV reads: the KV's locks (rank 1) before the query row (rank 3).
   if exists (select 1 from jsonb_array_elements(p_elements) e where e ? 'kv_reads') then
@@ -33,10 +36,17 @@ begin
       'queueName', (select p.queue_name from queen.partitions p where p.id = (v_el->>'partition_id')::uuid));
     begin
       -- Under the shard lock taken above: no cycle of this (query, partition) moves the cursor meanwhile.
-      if v_el ? 'flush_before' and queen_streams.flush_pending_v1((v_el->>'partition_id')::uuid,
-           coalesce(v_el->>'consumer_group', '__QUEUE_MODE__'),
-           timestamptz 'epoch' + (v_el->>'flush_before')::bigint * interval '1 millisecond') then
-        perform queen_streams.fail_v2('FLUSH_DEFERRED');
+      if v_el ? 'flush_before' then
+        v_before := timestamptz 'epoch' + (v_el->>'flush_before')::bigint * interval '1 millisecond';
+        -- A join's flush names its source partitions (flush_sources): its partition_id is a shard.
+        if v_el ? 'flush_sources' then
+          v_pending := queen_streams.flush_sources_pending_v1(v_el->'flush_sources', coalesce(v_el->>'consumer_group', '__QUEUE_MODE__'), v_before);
+        else
+          v_pending := queen_streams.flush_pending_v1((v_el->>'partition_id')::uuid, coalesce(v_el->>'consumer_group', '__QUEUE_MODE__'), v_before);
+        end if;
+        if v_pending then
+          perform queen_streams.fail_v2('FLUSH_DEFERRED');
+        end if;
       end if;
       v_res := v_base || queen_streams.apply_element(v_el);
     exception when sqlstate 'QS001' then

@@ -68,6 +68,7 @@ async function runCycle(ctx: BrokerContext, body: CycleBody, producerSub: string
       ...(body.kv_reads && body.kv_reads.length > 0 ? { kv_reads: body.kv_reads } : {}),
       // An idle flush's guard (queen_streams.flush_pending_v1.sql); absent on a cycle with an ack.
       ...(body.flush_before !== undefined ? { flush_before: body.flush_before } : {}),
+      ...(body.flush_sources ? { flush_sources: body.flush_sources } : {}),
       ...(bounded.size ? { sink_bounded: [...bounded].map(([queue, count]) => ({ queue, count })) } : {}),
       // Stamped by the server (PROTOCOL §1.4); never taken from the body.
       producer_sub: producerSub,

@@ -203,3 +203,106 @@ describe('idle flush guard (flush_before)', () => {
     expect(rows[0]).toEqual({ n: 240, inverted: 0 });
   });
 });
+
+describe("a join's idle flush guard (flush_sources)", () => {
+  /** A join's query over `left` and `right`, and its shard (no partition) holding one row. */
+  async function joinShard() {
+    const left = uniqueName('fg-left');
+    const right = uniqueName('fg-right');
+    const reg = await b.http('POST', '/streams/v1/queries', { name: uniqueName('fg-join'), source_queue: left, config_hash: 'h' });
+    expect(reg.status).toBe(200);
+    const qid = reg.body.query_id as string;
+    const shard = crypto.randomUUID();
+    const opened = await flush(qid, shard, { state_ops: [{ type: 'upsert', key: '__join__', value: { held: 1 } }] });
+    expect(opened.success).toBe(true);
+    const version = opened.state_results[0].version as number;
+    const expire = (flushBefore: number, v = version) => ({
+      state_ops: [{ type: 'upsert', key: '__join__', value: { held: 0 }, expected_version: v }],
+      flush_before: flushBefore,
+      flush_sources: [
+        { queue: left, partition: 'eu' },
+        { queue: right, partition: 'eu' },
+      ],
+    });
+    return { qid, shard, left, right, version, expire };
+  }
+
+  const partitionRows = async (queues: string[]) =>
+    (await b.sql.query('select count(*)::int as n from queen.partitions where queue_name = any($1)', [queues])).rows[0].n as number;
+
+  it('sources that do not exist have nothing pending: the flush commits and creates neither queue nor partition', async () => {
+    const { qid, shard, left, right, expire } = await joinShard();
+    const res = await flush(qid, shard, expire(await dbNow()));
+    expect(res).toMatchObject({ success: true, state_ops_applied: 1 });
+    expect(await partitionRows([left, right])).toBe(0);
+    expect((await b.sql.query('select count(*)::int as n from queen.queues where name = any($1)', [[left, right]])).rows[0].n).toBe(0);
+  });
+
+  it("a message stamped before flush_before on either queue's partition defers until the group has consumed it", async () => {
+    const { qid, shard, left, right, version, expire } = await joinShard();
+    for (const queue of [left, right]) {
+      expect((await b.http('POST', '/api/v1/push', { items: [{ queue, partition: 'eu', payload: { queue } }] })).status).toBe(201);
+    }
+    const before = (await dbNow()) + 1;
+    while ((await dbNow()) <= before) await sleep(2);
+    expect(await flush(qid, shard, expire(before))).toMatchObject({ success: false, code: 'FLUSH_DEFERRED', state_ops_applied: 0 });
+    // The left consumed, the right still pending: deferred.
+    expect((await b.http('GET', `/api/v1/pop/queue/${left}?batch=10&autoAck=true&consumerGroup=${GROUP}`)).status).toBe(200);
+    expect(await flush(qid, shard, expire(before))).toMatchObject({ success: false, code: 'FLUSH_DEFERRED' });
+    // Both consumed: the same flush commits.
+    expect((await b.http('GET', `/api/v1/pop/queue/${right}?batch=10&autoAck=true&consumerGroup=${GROUP}`)).status).toBe(200);
+    expect(await flush(qid, shard, expire(before))).toMatchObject({ success: true, state_ops_applied: 1 });
+    expect(await stateVersions(qid, shard)).toEqual([['__join__', version + 1]]);
+  });
+
+  it("an application's open transaction creating the right queue's partition and a message in it: the flush waits for it, then defers", async () => {
+    const { qid, shard, right, version, expire } = await joinShard();
+    const app = await b.sql.connect();
+    try {
+      // Held open on purpose: the partition and its message exist only inside this transaction.
+      await app.query('begin');
+      await app.query('select * from queen.app_enqueue_v1($1::jsonb)', [JSON.stringify([{ queue: right, partition: 'eu', payload: { paid: true } }])]);
+      const before = (await dbNow()) + 1;
+      while ((await dbNow()) <= before) await sleep(2);
+      let answered = false;
+      const pending = flush(qid, shard, expire(before)).finally(() => (answered = true));
+      await sleep(300);
+      // Not answering on a partition it cannot see yet: waiting on its creator.
+      expect(answered).toBe(false);
+      await app.query('commit');
+      expect(await pending).toMatchObject({ success: false, code: 'FLUSH_DEFERRED', state_ops_applied: 0 });
+    } finally {
+      await app.query('rollback').catch(() => undefined);
+      app.release();
+    }
+    expect(await stateVersions(qid, shard)).toEqual([['__join__', version]]);
+    // Rolled back instead, the creator leaves nothing pending, and the flush leaves no partition behind.
+    const { qid: q2, shard: s2, right: r2, expire: e2 } = await joinShard();
+    const app2 = await b.sql.connect();
+    try {
+      await app2.query('begin');
+      await app2.query('select * from queen.app_enqueue_v1($1::jsonb)', [JSON.stringify([{ queue: r2, partition: 'eu', payload: { paid: true } }])]);
+      const before = (await dbNow()) + 1;
+      while ((await dbNow()) <= before) await sleep(2);
+      const pending = flush(q2, s2, e2(before));
+      await sleep(200);
+      await app2.query('rollback');
+      expect(await pending).toMatchObject({ success: true, state_ops_applied: 1 });
+    } finally {
+      app2.release();
+    }
+    expect(await partitionRows([r2])).toBe(0);
+  });
+
+  it('flush_sources without flush_before is refused (400 VALIDATION_FAILED)', async () => {
+    const res = await b.http('POST', '/streams/v1/cycle', {
+      query_id: '00000000-0000-4000-8000-000000000001',
+      partition_id: '00000000-0000-4000-8000-000000000002',
+      ack: null,
+      flush_sources: [{ queue: 'q', partition: 'p' }],
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('VALIDATION_FAILED');
+    expect(JSON.stringify(res.body.details)).toContain('flush_sources');
+  });
+});

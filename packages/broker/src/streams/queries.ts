@@ -41,7 +41,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
         [body.name, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
       );
       if (inserted.rows[0]) {
-        return { success: true as const, query_id: inserted.rows[0].query_id, name: body.name, config_hash: body.config_hash, fresh: true, reset: false, pending_migrations: [], version };
+        return { success: true as const, query_id: inserted.rows[0].query_id, name: body.name, config_hash: body.config_hash, fresh: true, reset: false, pending_migrations: [], version, flush_sources: true };
       }
       // A concurrent register of the same name won the insert: treat it as registered.
       row = (await select()).rows[0]!;
@@ -69,7 +69,7 @@ async function registerQuery(ctx: BrokerContext, body: StreamRegisterBody) {
       [row.query_id, body.source_queue, sink, body.config_hash, body.stages ? JSON.stringify(body.stages) : null, version, body.state_ttl_seconds ?? null],
     );
     const pending = version ? await pendingMigrations(c, row.query_id, version) : [];
-    return { success: true as const, query_id: row.query_id, name: row.name, config_hash: body.config_hash, fresh: false, reset: body.reset, ...(plan ? { plan } : {}), pending_migrations: pending, version };
+    return { success: true as const, query_id: row.query_id, name: row.name, config_hash: body.config_hash, fresh: false, reset: body.reset, ...(plan ? { plan } : {}), pending_migrations: pending, version, flush_sources: true };
   }).catch(async (err: unknown) => {
     // A refused version is kept as the proposed one, for `queen streams plan <query>`.
     if (err instanceof QueenError && err.code === 'CONFIG_HASH_MISMATCH' && body.stages) await recordProposal(ctx.db, { ...body, stages: body.stages });

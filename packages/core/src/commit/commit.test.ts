@@ -45,6 +45,8 @@ async function setup() {
     events: emitter,
     metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0, emitsDeadLetteredTotal: 0, windowsReemittedTotal: 0, sinkFullTotal: 0 },
     touched: new Map(),
+    joinHeld: new Map(),
+    joinIdleFlushMs: 0,
     clock: new BrokerClock(),
     logger: console,
     report: (err, info) => void errors.push({ err, info }),

@@ -59,6 +59,8 @@ export interface Commit {
    * else answers FLUSH_DEFERRED (see idle-flush.ts).
    */
   flushBefore?: number;
+  /** A join's flush: the source partitions (queue, partition name) `flushBefore` guards, instead of `partitionId` (its shard). */
+  flushSources?: { queue: string; partition: string }[];
   /** Source messages the ack settles (the `cycle:commit` count; 0 for a flush). */
   messages: number;
   /** Window emits or per-message outputs handed to the sink. */
@@ -149,6 +151,7 @@ function sendCommit(rt: RunnerContext, c: Commit): Promise<CycleResponse> {
       ...(c.kvReads && c.kvReads.length > 0 ? { kv_reads: c.kvReads } : {}),
       ...(acked && c.releaseLease !== undefined ? { release_lease: c.releaseLease } : {}),
       ...(!acked && c.flushBefore !== undefined ? { flush_before: c.flushBefore } : {}),
+      ...(!acked && c.flushBefore !== undefined && c.flushSources ? { flush_sources: c.flushSources } : {}),
       ...(rt.version ? { version: rt.version } : {}),
       ...(c.late ? { late: c.late } : {}),
     }),

@@ -70,6 +70,13 @@ export interface TouchedPartition {
   markedAt?: number;
 }
 
+/** A join shard that may hold records (joins/join-idle-flush.ts): it stays watched until a read finds it holding none. */
+export interface HeldJoinShard {
+  partition: string;
+  /** Broker time past which a held record may leave on the clock alone; undefined: not known yet (its `__join__` row is read). */
+  expiresAt?: number;
+}
+
 /** Shared by the pop loop, the cycle and the idle flush of one runner. */
 export interface RunnerContext {
   plan: CompiledQuery;
@@ -87,6 +94,10 @@ export interface RunnerContext {
   events: RunnerEmitter;
   metrics: RunMetrics;
   touched: Map<string, TouchedPartition>;
+  /** A join's shards that may hold records, by shard id: the join's idle flush looks at these. */
+  joinHeld: Map<string, HeldJoinShard>;
+  /** The join's idle flush interval (ms): its option in processing time, against a broker that guards it (`flush_sources`); else 0, off. */
+  joinIdleFlushMs: number;
   /** The broker's clock: processing-time windows close on it. */
   clock: BrokerClock;
   logger: RunnerLogger;

@@ -1,16 +1,26 @@
 import type { RunnerContext } from '../context/runner-context.js';
 import { rowsByKey } from '../context/state-api.js';
-import type { CycleSourceAckWire, StateRow } from '../context/wire.js';
+import type { CyclePushItem, CycleSourceAckWire, StateRow } from '../context/wire.js';
 import { OperatorError, runPostStages } from '../commit/pre-ops.js';
-import { sinkOutputs, type SinkOutput } from '../commit/sink-output.js';
+import { sinkOutputs, type EffectsDone, type SinkOutput } from '../commit/sink-output.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
-import { foldJoin, joinStateKeys, type JoinInput } from './join-fold.js';
+import { foldJoin, joinStateKeys, type JoinFold, type JoinInput } from './join-fold.js';
+import { noteJoinHeld } from './join-held.js';
 import { joinShardId } from './join-shard.js';
 
 // The join cycle: read the shard's rows, fold the batch (join-fold.ts, pure),
 // push the pairs, commit the rows, the pushes and the source acks in one
 // transaction. A batch may carry both sides (`with`): then one transaction
 // acks both source partitions.
+
+/** A fold's outputs through the stages after the join, as the sink's push items. */
+export async function joinPushItems(rt: RunnerContext, shard: string, partition: string, outputs: JoinFold['outputs'], effectsDone?: EffectsDone): Promise<CyclePushItem[]> {
+  const sinkOuts: SinkOutput[] = outputs.map((o) => {
+    const ctx = { partition, partitionId: shard, key: o.key, offset: o.offset };
+    return { identity: o.identity, values: runPostStages(rt.plan.post, o.value, ctx), ctx };
+  });
+  return sinkOutputs(rt.plan, rt.queryId, shard, sinkOuts, effectsDone);
+}
 
 /** The source ack of one side's batch: its own partition, its own lease. */
 function sourceAck(batch: PartitionBatch): CycleSourceAckWire {
@@ -64,11 +74,7 @@ async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: Cycl
       if (!all) return 'none';
       fold = foldJoin(join.options, rowsByKey(all), inputs, batch.partition);
     }
-    const outputs: SinkOutput[] = fold.outputs.map((o) => {
-      const ctx = { partition: batch.partition, partitionId: shard, key: o.key, offset: o.offset };
-      return { identity: o.identity, values: runPostStages(plan.post, o.value, ctx), ctx };
-    });
-    const pushItems = await sinkOutputs(plan, rt.queryId, shard, outputs, opts.effectsDone);
+    const pushItems = await joinPushItems(rt, shard, batch.partition, fold.outputs, opts.effectsDone);
     const result = await commitCycle(rt, {
       partitionId: shard,
       partition: batch.partition,
@@ -79,7 +85,10 @@ async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: Cycl
       releaseLease: opts.releaseLease,
       messages: batches.reduce((n, b) => n + b.messages.length, 0),
       emits: fold.outputs.length,
-      onCommitted: () => void (rt.metrics.lateEventsTotal += fold.late),
+      onCommitted: () => {
+        rt.metrics.lateEventsTotal += fold.late;
+        noteJoinHeld(rt, shard, batch.partition, fold.stateOps);
+      },
     });
     return outcomeOf(result);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { foldJoin, joinStateKeys, type JoinInput } from './join-fold.js';
+import { expireJoin, foldJoin, joinExpiresAt, joinStateKeys, type JoinInput } from './join-fold.js';
 import { resolveJoinOptions } from '../plan/join-options.js';
 import type { SourceMessage } from '../context/source-message.js';
 import type { StateRow } from '../context/wire.js';
@@ -170,5 +170,71 @@ describe('join fold', () => {
     expect(fold.outputs.map((o) => o.identity)).toEqual(['pair\u001f1\u001f1']);
     // The right side's 12 s is past the left record's bound (10 s + 1 s): it left; the right records wait for the left side.
     expect(fold.held).toEqual({ left: 0, right: 2 });
+  });
+
+  it("processing time, 300 seeded schedules with idle expiries between cycles: the pairs are the model's, and once the clock passes every bound each unpaired left record is emitted and nothing is held", () => {
+    let expiries = 0;
+    for (let seed = 1; seed <= 300; seed++) {
+      const rand = rng(seed);
+      const withinMs = 500 * (1 + Math.floor(rand() * 4));
+      const graceMs = 500 * Math.floor(rand() * 3);
+      const type = rand() < 0.5 ? ('inner' as const) : ('left' as const);
+      // createdAt never decreases in a partition: each side's times go forward, sometimes in long quiet gaps.
+      const side = (n: number): Rec[] => {
+        let t = 0;
+        return Array.from({ length: n }, (_, i) => ({ offset: String(i + 1), k: `k${Math.floor(rand() * 3)}`, t: (t += rand() < 0.2 ? 3000 + Math.floor(rand() * 5000) : Math.floor(rand() * 400)) }));
+      };
+      const left = side(3 + Math.floor(rand() * 25));
+      const right = side(3 + Math.floor(rand() * 25));
+      const opts = resolveJoinOptions({ within: { ms: withinMs }, gracePeriod: graceMs / 1000, key: (d: Rec) => d.k, type, select: (l: Rec, r: Rec | null) => `${l.offset}+${r ? r.offset : 'null'}` });
+      const rows = new Map<string, StateRow>();
+      let version = 0;
+      const outputs: string[] = [];
+      const apply = (fold: ReturnType<typeof foldJoin>) => {
+        for (const op of fold.stateOps) {
+          expect(op.expected_version).toBe(rows.get(op.key)?.version ?? 0);
+          if (op.type === 'delete') rows.delete(op.key);
+          else rows.set(op.key, { key: op.key, value: JSON.parse(JSON.stringify(op.value)), version: ++version } as StateRow);
+        }
+        outputs.push(...fold.outputs.map((o) => o.value as string));
+      };
+      let i = 0;
+      let j = 0;
+      let clock = 0;
+      while (i < left.length || j < right.length) {
+        const inputs: JoinInput[] = [];
+        if (i < left.length && (j >= right.length || rand() < 0.5)) {
+          const n = 1 + Math.floor(rand() * 4);
+          inputs.push({ side: 'left', messages: left.slice(i, i + n).map(msg) });
+          i = Math.min(left.length, i + n);
+        } else {
+          const n = 1 + Math.floor(rand() * 4);
+          inputs.push({ side: 'right', messages: right.slice(j, j + n).map(msg) });
+          j = Math.min(right.length, j + n);
+        }
+        apply(foldJoin(opts, rows, inputs, 'p'));
+        for (const { messages } of inputs) for (const m of messages) clock = Math.max(clock, Date.parse(m.createdAt));
+        // An idle flush the guard lets through: the clock is past every consumed record, and no pending one is
+        // stamped more than the grace before it.
+        const pending = Math.min(left[i]?.t ?? Infinity, right[j]?.t ?? Infinity);
+        const now = Math.min(clock + Math.floor(rand() * 4000), pending + graceMs);
+        if (now >= clock && rand() < 0.6) {
+          const expiresAt = joinExpiresAt(opts, rows.get(JOIN_CLOCK_KEY)?.value);
+          if (expiresAt !== null && expiresAt !== undefined && expiresAt < now) expiries++;
+          apply(expireJoin(opts, rows, 'p', now));
+          clock = now;
+        }
+      }
+      // The queues stay quiet: the clock passes every bound.
+      apply(expireJoin(opts, rows, 'p', clock + withinMs + graceMs + 1));
+      const everyBoundPassed = model(left, right, withinMs, graceMs, 'inner').concat(
+        type === 'left' ? left.filter((l) => !right.some((r) => r.k === l.k && Math.abs(l.t - r.t) <= withinMs)).map((l) => `${l.offset}+null`) : [],
+      );
+      expect(outputs.sort(), `seed ${seed}`).toEqual(everyBoundPassed.sort());
+      expect([...rows.keys()], `seed ${seed}`).toEqual([JOIN_CLOCK_KEY]);
+      expect(joinExpiresAt(opts, rows.get(JOIN_CLOCK_KEY)!.value), `seed ${seed}`).toBeNull();
+    }
+    // The path under test was taken: idle expiries let records go between cycles.
+    expect(expiries).toBeGreaterThan(100);
   });
 });

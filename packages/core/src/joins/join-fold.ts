@@ -61,7 +61,7 @@ interface JoinOutput {
   offset: string;
 }
 
-interface JoinFold {
+export interface JoinFold {
   stateOps: StateOp[];
   outputs: JoinOutput[];
   /** Records dropped as late. */
@@ -151,6 +151,31 @@ function expiryDue(opts: ResolvedJoinOptions, due: number | null, mark: number |
  * count.
  */
 export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string, allRows = true): JoinFold {
+  return fold(opts, stored, inputs, partition, allRows);
+}
+
+/**
+ * An idle flush's fold over every row of a shard (processing time): both
+ * sides' time moves to the broker's clock `now`, as if a record stamped then
+ * had come on each queue, and the records whose bound that passes leave (a
+ * left join emits its unpaired ones). Safe once no message of either queue
+ * stamped before `now − grace` is pending (the flush's guard): a record
+ * still to come is stamped at or after that, so nothing it could pair with
+ * leaves, and it is late by the same rule as before.
+ */
+export function expireJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, partition: string, now: number): JoinFold {
+  return fold(opts, stored, [], partition, true, now);
+}
+
+/** The earliest broker time at which a record the `__join__` row's shard holds may leave on its own (null: it holds none; undefined: unknown, the row predates `due`). */
+export function joinExpiresAt(opts: ResolvedJoinOptions, clockValue: unknown): number | null | undefined {
+  const due = (clockValue as Partial<JoinClock> | undefined)?.due;
+  if (!due) return undefined;
+  const soonest = [due.left, due.right].filter((d): d is number => d !== null && d !== undefined);
+  return soonest.length === 0 ? null : Math.min(...soonest) + opts.graceMs;
+}
+
+function fold(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, inputs: readonly JoinInput[], partition: string, allRows: boolean, now?: number): JoinFold {
   const clockRow = stored.get(JOIN_CLOCK_KEY);
   const storedDue = clockRow?.value?.due as JoinClock['due'] | undefined;
   // A `__join__` row without `due` was written before it was kept; no row at all: the shard holds nothing yet.
@@ -191,6 +216,10 @@ export function foldJoin(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, 
       dirty.add(ownKey);
       due[side] = due[side] === null ? time + opts.withinMs : Math.min(due[side], time + opts.withinMs);
     }
+  }
+  if (now !== undefined) {
+    clock.left = Math.max(clock.left ?? now, now);
+    clock.right = Math.max(clock.right ?? now, now);
   }
   if (!allRows && (expiryDue(opts, due.left, clock.right) || expiryDue(opts, due.right, clock.left))) return NEEDS_ALL_ROWS;
 

@@ -24,6 +24,8 @@ export interface JoinOptions<L = any, R = any, O = { left: L; right: R | null }>
   eventTime?: PerSide<(payload: any) => unknown>;
   /** Seconds a record may come behind the newest time of its own side and still join; later than that it is late (dropped, counted). Default 0 in event time, 5 in processing time. */
   gracePeriod?: number;
+  /** Processing time: how often (ms) the runner expires the held records of quiet partitions on the broker's clock; 0 turns it off. Default 1000. */
+  idleFlushMs?: number;
 }
 
 /** Join options after defaults and checks; durations in ms. */
@@ -36,6 +38,8 @@ export interface ResolvedJoinOptions {
   eventTimeLeft?: (payload: any) => unknown;
   eventTimeRight?: (payload: any) => unknown;
   select: (left: any, right: any) => unknown;
+  /** Processing time: the idle expiry's interval (0: off); always 0 in event time, where only records move a side's time. */
+  idleFlushMs: number;
 }
 
 const fn = z.custom<(v: any) => unknown>((v) => typeof v === 'function');
@@ -64,7 +68,17 @@ export const joinOptionsSchema = z.object({
     type: 'number (s)',
     default: '0 in event time, 5 in processing time (pushes can commit slightly out of createdAt order)',
   }),
+  idleFlushMs: option(z.number().int().min(0).optional(), {
+    description:
+      "Processing time: how often the runner expires the held records of partitions whose queues have gone quiet, on the broker's clock (a left join's unpaired records are emitted then); 0 turns it off. Ignored in event time",
+    rule: 'must be a non-negative integer',
+    type: 'number (ms)',
+    default: '1000',
+  }),
 });
+
+/** How often a processing-time join looks for held records whose bound the broker's clock has passed. */
+const DEFAULT_JOIN_IDLE_FLUSH_MS = 1000;
 
 /** Processing time's grace: two pushes to one partition can commit a moment out of their createdAt order. */
 const PROCESSING_TIME_GRACE_S = 5;
@@ -92,5 +106,6 @@ export function resolveJoinOptions(options: JoinOptions | undefined): ResolvedJo
     keyRight,
     ...(eventTime ? { eventTimeLeft: eventTime[0], eventTimeRight: eventTime[1] } : {}),
     select: (o.select as ((l: any, r: any) => unknown) | undefined) ?? ((left, right) => ({ left, right })),
+    idleFlushMs: eventTime ? 0 : (o.idleFlushMs ?? DEFAULT_JOIN_IDLE_FLUSH_MS),
   };
 }

@@ -7,6 +7,7 @@ import { PartitionLocks } from '../context/partition-lock.js';
 import { StreamsApi } from '../context/state-api.js';
 import { joinPartnerPop, popLoop, popOptions, processPop, type PopSource } from './pop-loop.js';
 import { flushLoop, flushTouchedPartitions, seedTouchedFromSource } from '../windows/idle-flush.js';
+import { flushJoinShards, joinFlushLoop, seedJoinShards } from '../joins/join-idle-flush.js';
 import { resolveRunOptions, type RunOptions, type RunSettings } from './run-options.js';
 import { deadLetterQueueOf } from '../windows/emit-dead-letter.js';
 import { migratePartitions } from './state-migration.js';
@@ -78,6 +79,19 @@ function zeroMetrics(): RunMetrics {
   };
 }
 
+/**
+ * A join's idle flush runs in processing time with idleFlushMs > 0, and only
+ * against a broker that guards it: one that ignores `flush_sources` would
+ * commit the flush without looking at the source queues.
+ */
+function joinIdleFlushMs(plan: CompiledQuery, reg: RegisterResponse, settings: RunSettings): number {
+  const every = plan.join?.options.idleFlushMs ?? 0;
+  if (every <= 0) return 0;
+  if (reg.flush_sources) return every;
+  settings.logger.warn(`query "${settings.queryId}": this broker does not guard a join's idle flush (flush_sources), so held records leave only when the other queue's time moves; upgrade the broker for the idle flush`);
+  return 0;
+}
+
 /** What the pop loop, the cycles and the idle flush of one runner share. */
 function createRunnerContext(plan: CompiledQuery, api: StreamsApi, reg: RegisterResponse, settings: RunSettings, stopper: AbortController): RunnerContext {
   const metrics = zeroMetrics();
@@ -94,6 +108,8 @@ function createRunnerContext(plan: CompiledQuery, api: StreamsApi, reg: Register
     events: new RunnerEmitter(),
     metrics,
     touched: new Map<string, TouchedPartition>(),
+    joinHeld: new Map(),
+    joinIdleFlushMs: joinIdleFlushMs(plan, reg, settings),
     clock: new BrokerClock(settings.clock),
     logger: settings.logger,
     isStopped: () => stopped.aborted,
@@ -215,7 +231,11 @@ export async function runQuery(plan: CompiledQuery, options: RunOptions): Promis
   const queryUuid = rt.queryId;
   const loops = Promise.all(
     plan.join
-      ? [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal, 'left'), popLoop(rt, queen, rightSource(queen, plan), settings, stopper.signal, 'right')]
+      ? [
+          popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal, 'left'),
+          popLoop(rt, queen, rightSource(queen, plan), settings, stopper.signal, 'right'),
+          joinFlushLoop(rt, queen, stopper.signal),
+        ]
       : [popLoop(rt, queen, popSource(queen, plan), settings, stopper.signal), flushLoop(rt, queen, stopper.signal)],
   );
   return runHandle(rt, queen, queryUuid, loops, stopper, settings.abortSignal);
@@ -229,7 +249,7 @@ export interface SteppedRun extends RunHandle {
   readonly clock: BrokerClock;
   /** Pops once without waiting and runs that pop's cycles; answers how many messages it popped (0: nothing to pop). */
   step(): Promise<number>;
-  /** One idle-flush pass, as the idleFlushMs timer runs it (none without a window or with idleFlushMs 0); answers the partitions it deferred. */
+  /** One idle-flush pass, as the idleFlushMs timer runs it (none without a window or processing-time join, or with idleFlushMs 0); answers the partitions it deferred. */
   flush(): Promise<number>;
 }
 
@@ -245,7 +265,7 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
   const { rt, stopper } = await startRunner(queen, plan, settings);
   const queryUuid = rt.queryId;
   const source = popSource(queen, plan);
-  const flushes = plan.shape === 'window' && (plan.window?.options.idleFlushMs ?? 0) > 0;
+  const flushes = plan.join ? rt.joinIdleFlushMs > 0 : plan.shape === 'window' && (plan.window?.options.idleFlushMs ?? 0) > 0;
   let seeded = false;
   return Object.assign(runHandle(rt, queen, queryUuid, Promise.resolve(), stopper, settings.abortSignal), {
     consumerGroup: settings.consumerGroup,
@@ -270,10 +290,10 @@ export async function stepQuery(plan: CompiledQuery, options: RunOptions): Promi
     async flush(): Promise<number> {
       if (!flushes) return 0;
       if (!seeded) {
-        await seedTouchedFromSource(rt, queen);
+        await (plan.join ? seedJoinShards(rt, queen) : seedTouchedFromSource(rt, queen));
         seeded = true;
       }
-      return flushTouchedPartitions(rt, queen);
+      return plan.join ? flushJoinShards(rt, queen) : flushTouchedPartitions(rt, queen);
     },
   });
 }

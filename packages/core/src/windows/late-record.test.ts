@@ -48,6 +48,8 @@ function context(plan: CompiledQuery, queryId: string, queryName: string, api: S
     events: new RunnerEmitter(),
     metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0, poisonRetriesTotal: 0, messagesDeadLetteredTotal: 0 },
     touched: new Map(),
+    joinHeld: new Map(),
+    joinIdleFlushMs: 0,
     clock: new BrokerClock(() => b.clock!.now()),
     logger: console,
     report: (err, info) => void errors.push({ err, info }),

@@ -72,6 +72,8 @@ async function context(plan: CompiledQuery): Promise<{ rt: RunnerContext; reads:
     events: new RunnerEmitter(),
     metrics: { cyclesTotal: 0, flushCyclesTotal: 0, messagesTotal: 0, lateEventsTotal: 0, errorsTotal: 0, gateAllowsTotal: 0, gateDenialsTotal: 0 },
     touched: new Map(),
+    joinHeld: new Map(),
+    joinIdleFlushMs: 0,
     report: () => undefined,
     isStopped: () => false,
     signal: new AbortController().signal,
