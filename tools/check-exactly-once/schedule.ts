@@ -204,12 +204,13 @@ function gateSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
  * A join's schedule: records of both queues on every partition, keys a/b/c,
  * in small pushes. Event time: times mostly rising with jumps back (some
  * beyond the grace: late), in steps run in order; processing time: pushes at
- * wall-clock offsets, several in flight at once (createdAt may then run a
- * moment backwards within a partition). Either way the pairs do not depend
- * on how the runner cuts or orders batches (each side's lateness is judged
- * in its own offset order), so the model needs only what was stored. At the
- * end, a closer on each side of each partition, far enough ahead that every
- * other record's bound has passed.
+ * wall-clock offsets, several in flight at once, with quiet gaps longer
+ * than a bound now and then. Either way the pairs do not depend on how the
+ * runner cuts or orders batches (each side's lateness is judged in its own
+ * offset order), so the model needs only what was stored. In event time the
+ * schedule ends with a closer on each side of each partition, far enough
+ * ahead that every other record's bound has passed; in processing time the
+ * broker's clock passes them (the run waits for it).
  */
 function joinSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
   const within = v.withinMs!;
@@ -241,18 +242,17 @@ function joinSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
     }
     return { partitions, steps, durationMs: 0 };
   }
+  // Processing time: no closers. The broker's clock passes every bound once
+  // the queues are quiet, and the join's idle flush lets the records go;
+  // quiet gaps longer than a bound on the way make it do so mid-run too,
+  // beside the cycles of the other partitions.
   const durationMs = rng.int(1500, 3000);
-  for (let at = 0; at < durationMs; at += rng.int(10, 150)) {
+  let at = 0;
+  for (; at < durationMs; at += rng.chance(0.08) ? within + v.graceS * 1000 + rng.int(100, 600) : rng.int(10, 150)) {
     const partition = rng.pick(partitions);
     steps.push({ type: 'push', partition, items: Array.from({ length: rng.int(1, 4) }, () => record()), atMs: at, ...(rng.chance(0.5) ? { queue: 'right' as const } : {}) });
   }
-  steps.push(...faultsAt(rng, v, durationMs));
-  // Closers well past every bound: their createdAt is after every other record's time + within + grace.
-  const closeAt = durationMs + within + v.graceS * 1000 + 1500;
-  for (const partition of partitions) {
-    steps.push({ type: 'push', partition, queue: 'right', items: [{ k: CLOSER_KEY, n: 0, id: `closer-r-${partition}` }], atMs: closeAt });
-    steps.push({ type: 'push', partition, items: [{ k: CLOSER_KEY, n: 0, id: `closer-l-${partition}` }], atMs: closeAt + 100 });
-  }
+  steps.push(...faultsAt(rng, v, at));
   steps.sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
-  return { partitions, steps, durationMs: closeAt + 100 };
+  return { partitions, steps, durationMs: at };
 }
