@@ -329,7 +329,7 @@ describe('queen operator commands', () => {
     const reg = await b.http('POST', '/streams/v1/queries', { name, source_queue: src, config_hash: 'h1', stages: v1 });
     expect(reg.status).toBe(200);
     const detail = await b.http('GET', `/api/v1/resources/queues/${src}`);
-    await b.http('POST', '/streams/v1/cycle', { query_id: reg.body.query_id, partition_id: detail.body.partitions[0].id, state_ops: [{ type: 'upsert', key: 'w:1', value: { acc: 1 } }], ack: null });
+    await b.http('POST', '/streams/v1/cycle', { query_id: reg.body.query_id, partition_id: detail.body.partitions[0].id, state_ops: [{ type: 'upsert', key: 'w:1', value: { acc: 1 } }, { type: 'upsert', key: '__wm__', value: { eventTimeMs: Date.parse('2026-01-05T10:00:00.000Z') } }], ack: null });
     expect((await run(['streams', 'plan', name])).code).toBe(3); // nothing proposed yet
 
     // A wider window, refused at register: it becomes the proposed version.
@@ -339,14 +339,15 @@ describe('queen operator commands', () => {
     expect(refused.body.code).toBe('CONFIG_HASH_MISMATCH');
     const table = await text(['streams', 'plan', name]);
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/window\s+window:tumbling\s+state-incompatible\s+1\s+drop/);
+    // Two rows: the window and the partition's watermark.
+    expect(table.stdout).toMatch(/window\s+window:tumbling\s+state-incompatible\s+2\s+drop/);
     expect(table.stdout).toContain('verdict: blocked');
     expect(table.stdout).toContain('blocking: window');
     const lag = await run(['streams', 'lag', name]);
-    expect(lag.rows).toEqual([expect.objectContaining({ partition: 'pa', cursor: '0', head_offset: '1', lag: 1, state_rows: 1 })]);
-    expect((await text(['streams', 'lag', name])).stdout).toMatch(/pa\s+0\s+1\s+1\s+\d+s/);
+    expect(lag.rows).toEqual([expect.objectContaining({ partition: 'pa', cursor: '0', head_offset: '1', lag: 1, state_rows: 2, watermark: Date.parse('2026-01-05T10:00:00.000Z') })]);
+    expect((await text(['streams', 'lag', name])).stdout).toMatch(/pa\s+0\s+1\s+1\s+\d+s.*2026-01-05T10:00:00.000Z/);
     const json = await run(['streams', 'plan', name, '--json']);
-    expect(json.rows[0]).toMatchObject({ name, registered_config_hash: 'h1', config_hash: 'h2', state_rows: 1, plan: { verdict: 'blocked', blocking: ['window'] } });
+    expect(json.rows[0]).toMatchObject({ name, registered_config_hash: 'h1', config_hash: 'h2', state_rows: 2, plan: { verdict: 'blocked', blocking: ['window'] } });
     expect(json.rows[0].plan.stages.map((s: any) => s.change)).toEqual(['unchanged', 'state-incompatible', 'unchanged', 'unchanged']);
   });
 

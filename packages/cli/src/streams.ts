@@ -111,8 +111,10 @@ export const streamsCommands: Record<string, CommandSpec> = {
       // behind the query's cursor and how old the oldest of them is.
       const query = await findQuery(queen, args[0]!);
       const rows = await allPages(async (page) => (await queen.api.streamsPartitions({ params: { name: query.name }, query: page })).partitions);
-      const shown = json ? rows : rows.map((p) => ({ ...p, time_lag: p.lag > 0 ? `${Math.round(p.time_lag)}s` : '' }));
-      printRows(io, json, ['partition', 'cursor', 'head_offset', 'lag', 'time_lag', 'leased', 'state_rows'], shown);
+      const shown = json
+        ? rows
+        : rows.map((p) => ({ ...p, time_lag: p.lag > 0 ? `${Math.round(p.time_lag)}s` : '', watermark: p.watermark === null ? '' : new Date(p.watermark).toISOString() }));
+      printRows(io, json, ['partition', 'cursor', 'head_offset', 'lag', 'time_lag', 'leased', 'state_rows', 'watermark'], shown);
       return EXIT.OK;
     },
   },

@@ -351,6 +351,34 @@ describe('operator console in Chromium', () => {
     }
   });
 
+  it("streams: an event-time query's watermark per source partition, and none in processing time", async () => {
+    const events = uniqueName('events');
+    const eventId = `${events}.q`;
+    const t0 = Date.parse('2026-01-05T10:00:00.000Z');
+    await push(events, 'eu', [{ ts: t0 + 1_000 }, { ts: t0 + 7_000 }, { ts: t0 + 4_000 }]);
+    await push(events, 'us', [{ ts: t0 + 2_000 }]);
+    const windowed = await Stream.from(queen.queue(events))
+      .windowTumbling({ seconds: 60, eventTime: (m: any) => m.data.ts })
+      .aggregate({ count: () => 1 })
+      .to(queen.queue(`${events}.out`))
+      .run({ queryId: eventId, url: b.url, bearerToken: ADMIN, batchSize: 50 });
+    try {
+      const { page } = admin;
+      await open(page, `#/streams/${encodeURIComponent(eventId)}`);
+      // The newest event time folded on each partition: 7 s in on eu (the 4 s event came after it), 2 s on us.
+      const wm = (partition: string) => page.getAttribute(`[data-testid=stream-partitions] tr[data-partition=${partition}] [data-col=watermark]`, 'data-ms');
+      await page.waitForFunction(() => document.querySelectorAll('[data-testid=stream-partitions] [data-col=watermark][data-ms]:not([data-ms=""])').length === 2, undefined, { timeout: 20000 });
+      expect(await wm('eu')).toBe(String(t0 + 7_000));
+      expect(await wm('us')).toBe(String(t0 + 2_000));
+      expect(await textOf(page, '[data-testid=stream-partitions] tr[data-partition=eu] [data-col=watermark]', / behind\)$/)).toMatch(/\d.* \(.+ behind\)$/);
+      // The processing-time query keeps no watermark.
+      await open(page, `#/streams/${encodeURIComponent(queryId)}`);
+      expect(await textOf(page, '[data-testid=stream-partitions] tr[data-partition=eu] [data-col=watermark]', /^—$/)).toBe('—');
+    } finally {
+      await windowed.stop();
+    }
+  });
+
   it('DLQ: the entry with its error and retry count; Requeue puts it back on its queue', async () => {
     const { page } = admin;
     const api = (await http('GET', `/api/v1/dlq?queue=${jobs}`)).body;

@@ -115,6 +115,12 @@ export const streamPartition = z.object({
   state_rows: z.number().int(),
   /** State rows that are windows (their value carries a numeric windowEnd). */
   open_windows: z.number().int(),
+  /**
+   * Event time: the partition's watermark (epoch ms) as its last commit
+   * stored it (`__wm__`: the newest event time folded, or idled forward);
+   * null in processing time and before the first event.
+   */
+  watermark: z.number().nullable(),
 });
 export const streamPartitionsResponse = z.object({
   query_id: z.string(),
@@ -240,7 +246,7 @@ export const consoleRoutes = {
     method: 'GET',
     url: '/streams/v1/queries/:name/partitions',
     level: 'read-only',
-    summary: "A stream query's source partitions: cursor, lag, state rows and open windows (paged by name: limit, offset)",
+    summary: "A stream query's source partitions: cursor, lag, state rows, open windows and watermark (paged by name: limit, offset)",
     params: streamNameParams,
     query: streamPartitionsQuery,
     response: streamPartitionsResponse,

@@ -36,7 +36,7 @@ export function streamInspectRoutes(app: FastifyInstance, ctx: BrokerContext): v
               p.head_offset::text as head_offset, greatest(p.head_offset - ${FLOOR}, 0)::int as lag,
               coalesce(extract(epoch from now() - h.created_at), 0)::float8 as time_lag,
               coalesce(c.lease_id is not null and c.lease_expires_at > now(), false) as leased,
-              coalesce(st.state_rows, 0)::int as state_rows, coalesce(st.open_windows, 0)::int as open_windows
+              coalesce(st.state_rows, 0)::int as state_rows, coalesce(st.open_windows, 0)::int as open_windows, st.watermark
          from queen.partitions p
          left join queen.cursors c on c.partition_id = p.id and c.consumer_group = $2
          left join lateral (
@@ -44,7 +44,8 @@ export function streamInspectRoutes(app: FastifyInstance, ctx: BrokerContext): v
             where m.partition_id = p.id and m.msg_offset > ${FLOOR}
             order by m.msg_offset limit 1) h on true
          left join lateral (
-           select count(*) as state_rows, count(*) filter (where ${IS_WINDOW}) as open_windows
+           select count(*) as state_rows, count(*) filter (where ${IS_WINDOW}) as open_windows,
+                  max(case when s.key = '__wm__' and jsonb_typeof(s.value->'eventTimeMs') = 'number' then (s.value->>'eventTimeMs')::float8 end) as watermark
              from queen_streams.state s where s.query_id = $1 and s.partition_id = p.id) st on true
         where p.queue_name = $3
         order by p.name limit $4 offset $5`,

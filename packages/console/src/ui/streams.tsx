@@ -11,6 +11,16 @@ const WINDOWS_REFRESH_MS = 3000;
 
 type Counter = StreamCounters['queries'][number];
 
+/** An event-time watermark: the time it has reached, and how far that is behind this browser's clock. */
+function Watermark({ ms }: { ms: number }) {
+  return (
+    <>
+      {time(new Date(ms).toISOString())}
+      <span class="muted"> ({duration(Math.max(0, Date.now() - ms) / 1000)} behind)</span>
+    </>
+  );
+}
+
 export function StreamsPage() {
   const { data, error } = usePoll(
     async () => {
@@ -125,6 +135,7 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
                 <th>Leased</th>
                 <th class="num">State rows</th>
                 <th class="num">Open windows</th>
+                <th>Watermark</th>
               </tr>
             </thead>
             <tbody>
@@ -146,6 +157,9 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
                   <td>{p.leased ? 'yes' : '—'}</td>
                   <td class="num">{p.state_rows}</td>
                   <td class="num">{p.open_windows}</td>
+                  <td data-col="watermark" data-ms={p.watermark ?? ''}>
+                    {p.watermark === null ? '—' : <Watermark ms={p.watermark} />}
+                  </td>
                 </tr>
               ))}
             </tbody>

@@ -5,7 +5,7 @@ import { OperatorError, runPostStages } from '../commit/pre-ops.js';
 import { sinkOutputs, type EffectsDone, type SinkOutput } from '../commit/sink-output.js';
 import { commitCycle, outcomeOf, retryOnConflict, type CycleOptions, type Outcome, type PartitionBatch } from '../commit/commit.js';
 import { foldJoin, joinStateKeys, type JoinFold, type JoinInput } from './join-fold.js';
-import { noteJoinHeld } from './join-held.js';
+import { noteJoinHeld, watchJoinShard } from './join-held.js';
 import { joinShardId } from './join-shard.js';
 
 // The join cycle: read the shard's rows, fold the batch (join-fold.ts, pure),
@@ -75,6 +75,7 @@ async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: Cycl
       fold = foldJoin(join.options, rowsByKey(all), inputs, batch.partition);
     }
     const pushItems = await joinPushItems(rt, shard, batch.partition, fold.outputs, opts.effectsDone);
+    watchJoinShard(rt, shard, batch.partition);
     const result = await commitCycle(rt, {
       partitionId: shard,
       partition: batch.partition,
