@@ -246,11 +246,14 @@ function joinSchedule(rng: Rng, v: Variant, partitions: string[]): Schedule {
   // the queues are quiet, and the join's idle flush lets the records go;
   // quiet gaps longer than a bound on the way make it do so mid-run too,
   // beside the cycles of the other partitions.
-  const durationMs = rng.int(1500, 3000);
+  const busyMs = rng.int(1500, 3000);
   let at = 0;
-  for (; at < durationMs; at += rng.chance(0.08) ? within + v.graceS * 1000 + rng.int(100, 600) : rng.int(10, 150)) {
+  for (let busy = 0; busy < busyMs; ) {
     const partition = rng.pick(partitions);
     steps.push({ type: 'push', partition, items: Array.from({ length: rng.int(1, 4) }, () => record()), atMs: at, ...(rng.chance(0.5) ? { queue: 'right' as const } : {}) });
+    const step = rng.int(10, 150);
+    busy += step;
+    at += step + (rng.chance(0.05) ? within + v.graceS * 1000 + rng.int(100, 600) : 0);
   }
   steps.push(...faultsAt(rng, v, at));
   steps.sort((a, b) => (a.atMs ?? 0) - (b.atMs ?? 0));
