@@ -57,6 +57,16 @@ export class BrokerClock {
   }
 
   /**
+   * The broker's time now, after a probe when no sample has been taken yet:
+   * an idle flush never closes on the runner's own clock. Rejects when that
+   * probe fails.
+   */
+  async nowAfterSync(queen: Pick<Queen, 'brokerDate'>): Promise<number> {
+    if (!this.synced) await this.probe(queen);
+    return this.now();
+  }
+
+  /**
    * Takes a sample from the broker's `Date` header (GET /health, no database
    * round trip). Used when no popped message has given one yet — a runner
    * restarted on a quiet source still has open windows to close on time.

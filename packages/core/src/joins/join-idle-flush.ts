@@ -105,16 +105,13 @@ async function flushShard(rt: RunnerContext, shard: string, held: HeldJoinShard,
  */
 export async function flushJoinShards(rt: RunnerContext, queen: Queen): Promise<number> {
   if (rt.joinHeld.size === 0) return 0;
-  // Without a sample the broker's clock is unknown: never expire on the runner's own.
-  if (!rt.clock.synced) {
-    try {
-      await rt.clock.probe(queen);
-    } catch (err) {
-      rt.report(err, { phase: 'flush' });
-      return 0;
-    }
+  let now: number;
+  try {
+    now = await rt.clock.nowAfterSync(queen);
+  } catch (err) {
+    rt.report(err, { phase: 'flush' });
+    return 0;
   }
-  const now = rt.clock.now();
   const due = [...rt.joinHeld].filter(([, h]) => h.expiresAt === undefined || h.expiresAt < now);
   let deferred = 0;
   let next = 0;

@@ -212,17 +212,13 @@ export async function flushTouchedPartitions(rt: RunnerContext, queen: Queen): P
   const idleness = !processingTime && options.idleTimeoutMs !== undefined;
   const pass: FlushPass = {};
   if (processingTime || idleness) {
-    // Without a sample the broker's clock is unknown: never close on the runner's own.
-    if (!rt.clock.synced) {
-      try {
-        await rt.clock.probe(queen);
-      } catch (err) {
-        rt.report(err, { phase: 'flush' });
-        return 0;
-      }
-    }
     // The clock is read before the lag: everything committed before it is consumed on a caught-up partition.
-    pass.brokerClockMs = rt.clock.now();
+    try {
+      pass.brokerClockMs = await rt.clock.nowAfterSync(queen);
+    } catch (err) {
+      rt.report(err, { phase: 'flush' });
+      return 0;
+    }
   }
   // Event time needs the lag to release partitions held by an unknown commit, and with idleness to see which are quiet.
   if (processingTime || idleness || [...rt.touched.values()].some((t) => t.awaitingRedelivery)) {
