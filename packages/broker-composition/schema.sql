@@ -105,7 +105,7 @@ table queen.schedules (name text not null, cron text not null, time_zone text no
 table queen.schema_version (owner text not null, version integer not null)
   constraint schema_version_pkey PRIMARY KEY (owner)
   CREATE UNIQUE INDEX schema_version_pkey ON queen.schema_version USING btree (owner)
-table queen.stream_history (query_id uuid not null, step integer not null, bucket timestamp with time zone not null, cycles bigint not null default 0, flushes bigint not null default 0, messages_in bigint not null default 0, emitted bigint not null default 0, late bigint not null default 0, errors bigint not null default 0, last_cycle_at timestamp with time zone, lag bigint not null default 0)
+table queen.stream_history (query_id uuid not null, step integer not null, bucket timestamp with time zone not null, cycles bigint not null default 0, flushes bigint not null default 0, messages_in bigint not null default 0, emitted bigint not null default 0, late bigint not null default 0, errors bigint not null default 0, last_cycle_at timestamp with time zone, lag bigint not null default 0, watermark_ms bigint)
   constraint stream_history_pkey PRIMARY KEY (query_id, step, bucket)
   CREATE INDEX stream_history_bucket ON queen.stream_history USING brin (bucket)
   CREATE UNIQUE INDEX stream_history_pkey ON queen.stream_history USING btree (query_id, step, bucket)

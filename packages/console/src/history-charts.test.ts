@@ -114,6 +114,13 @@ beforeAll(async () => {
     `insert into queen.stream_history (query_id, step, bucket, late) select query_id, 60, $2, 3 from queen_streams.queries where name = $1`,
     [queryName, new Date(known[2]!.at)],
   );
+  // Watermarks its cycles wrote two known minutes (as event time would): 30 s before the first minute began, 20 s into the second.
+  for (const [k, wm] of [[known[1]!, known[1]!.at - 30_000], [known[3]!, known[3]!.at + 20_000]] as const) {
+    await b.sql.query(
+      `insert into queen.stream_history (query_id, step, bucket, watermark_ms) select query_id, 60, $2, $3 from queen_streams.queries where name = $1`,
+      [queryName, new Date(k.at), wm],
+    );
+  }
 }, 120000);
 
 afterAll(async () => {
@@ -188,5 +195,11 @@ describe('history charts in Chromium', () => {
     expect(sum(cycles.lines.cycles!)).toBe(sum(route.points.map((p: any) => p.cycles)));
     expect(sum(cycles.lines.cycles!)).toBeGreaterThanOrEqual(2);
     expect(await page.textContent('[data-testid=stream-idle]')).toMatch(/Last commit: .+ ago\)/);
+    // The watermark: behind each minute's end, carried over the minute where it did not move.
+    expect(route.points.filter((p: any) => p.watermark !== null).map((p: any) => p.watermark)).toEqual([known[1]!.at - 30_000, known[3]!.at + 20_000]);
+    const behind = await chartData('stream-watermark');
+    expect([1, 2, 3, 4].map((i) => at(behind, 'behind (s)', known[i]!.at))).toEqual([90, 150, 40, 100]);
+    expect(at(behind, 'behind (s)', known[0]!.at)).toBeNull();
+    expect(await page.getAttribute('[data-testid=stream-idle] [data-watermark]', 'data-watermark')).toBe(String(known[3]!.at + 20_000));
   });
 });

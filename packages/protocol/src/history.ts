@@ -89,7 +89,8 @@ export type HistoryQueue = z.infer<typeof historyQueueResponse>;
  * One bucket of a stream query: committed cycles (with a source ack) and
  * idle flushes (without), source messages acked, sink messages stored, late
  * events the runner reported, failed cycles, the last commit in the bucket,
- * and its lag (source messages its consumer group has not acked; sampled).
+ * its lag (source messages its consumer group has not acked; sampled), and
+ * in event time the watermark it reached.
  */
 export const historyStreamPoint = z.object({
   t: z.string(),
@@ -101,6 +102,8 @@ export const historyStreamPoint = z.object({
   errors: count,
   lag: count,
   last_cycle_at: z.string().nullable(),
+  /** Event time: the newest watermark (epoch ms) a committed cycle wrote in the bucket; null in processing time and where it did not move. */
+  watermark: z.number().nullable(),
 });
 export const historyStreamParams = z.object({ name: name255 });
 export const historyStreamResponse = z.object({
@@ -137,7 +140,7 @@ export const historyRoutes = {
     method: 'GET',
     url: '/streams/v1/queries/:name/history',
     level: 'read-only',
-    summary: 'One stream query over time: cycles, idle flushes, messages in, emits, late events, errors, last commit and lag per bucket (range: 1h, 24h, 30d)',
+    summary: 'One stream query over time: cycles, idle flushes, messages in, emits, late events, errors, last commit, lag and event-time watermark per bucket (range: 1h, 24h, 30d)',
     params: historyStreamParams,
     query: historyQuery,
     response: historyStreamResponse,

@@ -71,7 +71,7 @@ const QUEUE_SQL = `select h.consumer_group as g, (floor(extract(epoch from h.buc
 const STREAM_SQL = `select (floor(extract(epoch from h.bucket) / $4::int) * $4::int)::bigint::text as t,
        sum(h.cycles)::text as cycles, sum(h.flushes)::text as flushes, sum(h.messages_in)::text as messages_in,
        sum(h.emitted)::text as emitted, sum(h.late)::text as late, sum(h.errors)::text as errors, max(h.lag)::text as lag,
-       queen.iso(max(h.last_cycle_at)) as last_cycle_at
+       queen.iso(max(h.last_cycle_at)) as last_cycle_at, max(h.watermark_ms)::text as watermark
   from queen.stream_history h
  where h.query_id = $1 and h.step = $2 and h.bucket >= to_timestamp($3::float8)
  group by 1`;
@@ -138,7 +138,7 @@ export function historyApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
     if (!found[0]) throw new QueenError('QUERY_NOT_FOUND', `Stream query ${params.name} not found`);
     await history.flush();
     const f = frameOf(query.range);
-    const { rows } = await ctx.db.query<Record<'t' | 'cycles' | 'flushes' | 'messages_in' | 'emitted' | 'late' | 'errors' | 'lag', string> & { last_cycle_at: string | null }>(
+    const { rows } = await ctx.db.query<Record<'t' | 'cycles' | 'flushes' | 'messages_in' | 'emitted' | 'late' | 'errors' | 'lag', string> & { last_cycle_at: string | null; watermark: string | null }>(
       STREAM_SQL,
       [found[0].query_id, f.source, f.first, f.step],
     );
@@ -156,6 +156,7 @@ export function historyApiRoutes(app: FastifyInstance, ctx: BrokerContext): void
         errors: Number(r?.errors ?? 0),
         lag: Number(r?.lag ?? 0),
         last_cycle_at: r?.last_cycle_at ?? null,
+        watermark: r?.watermark == null ? null : Number(r.watermark),
       })),
     };
   });

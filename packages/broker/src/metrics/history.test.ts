@@ -120,7 +120,7 @@ describe('history', () => {
     // Make the last minute unsampled, then flush both brokers at once.
     await a.sql.query(`update queen.history_state set sampled_at = '-infinity'`);
     const flush = (t: TestBroker) => t.sql.query(
-      `select queen.history_flush_v1('{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') as sampled`,
+      `select queen.history_flush_v2('{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}') as sampled`,
     );
     const answers = await Promise.all([flush(a), flush(b), flush(a), flush(b)]);
     expect(answers.map((r) => r.rows[0].sampled).filter(Boolean)).toHaveLength(1);
@@ -154,6 +154,40 @@ describe('history', () => {
     if (Math.floor(Date.now() / 60_000) === at) expect(await written()).toEqual({ n: 0, pushed: 0 });
     await a.ctx.metrics.history.flush();
     expect(await written()).toEqual({ n: CURRENT_MINUTE_MAX_KEYS + 1, pushed: 2 * (CURRENT_MINUTE_MAX_KEYS + 1) });
+  });
+
+  it("keeps a query's event-time watermark per bucket: the newest `__wm__` its cycles wrote, through either broker; none without one", async () => {
+    const src = uniqueName('h-wm');
+    const name = `${src}.q`;
+    const reg = await a.http('POST', '/streams/v1/queries', { name, source_queue: src, config_hash: 'h' });
+    expect(reg.status).toBe(200);
+    const plain = await a.http('POST', '/streams/v1/queries', { name: `${src}.p`, source_queue: src, config_hash: 'h' });
+    const versions = new Map<string, number>();
+    // Cycles of two partitions, through both brokers: the watermark moves 1:00 → 1:05 on one, 1:03 on the other.
+    const t0 = Date.parse('2026-01-05T10:00:00.000Z');
+    for (const [t, partition, ms] of [[a, 'p1', t0 + 60_000], [b, 'p1', t0 + 300_000], [a, 'p2', t0 + 180_000]] as const) {
+      const pid = `00000000-0000-4000-8000-00000000000${partition === 'p1' ? 1 : 2}`;
+      const res = await t.http('POST', '/streams/v1/cycle', {
+        query_id: reg.body.query_id,
+        partition_id: pid,
+        ack: null,
+        state_ops: [{ type: 'upsert', key: 'w', value: { acc: 1 } }, { type: 'upsert', key: '__wm__', value: { eventTimeMs: ms }, expected_version: versions.get(pid) ?? 0 }],
+      });
+      expect(res.body.success).toBe(true);
+      versions.set(pid, res.body.state_results[1].version);
+    }
+    // A query whose cycles write no watermark (processing time) has none.
+    await a.http('POST', '/streams/v1/cycle', { query_id: plain.body.query_id, partition_id: '00000000-0000-4000-8000-000000000003', ack: null, state_ops: [{ type: 'upsert', key: 'w', value: {} }] });
+    await b.ctx.metrics.history.flush();
+    const points = (await a.http('GET', `/streams/v1/queries/${encodeURIComponent(name)}/history?range=1h`)).body.points as any[];
+    // One point, or two when the cycles straddled a minute: the newest is 1:05.
+    const marks = points.map((p) => p.watermark).filter((w) => w !== null);
+    expect(marks.length).toBeGreaterThanOrEqual(1);
+    expect(Math.max(...marks)).toBe(t0 + 300_000);
+    expect(sum(points, 'flushes')).toBe(3);
+    const none = (await a.http('GET', `/streams/v1/queries/${encodeURIComponent(`${src}.p`)}/history?range=1h`)).body.points as any[];
+    expect(sum(none, 'flushes')).toBe(1);
+    expect(none.every((p) => p.watermark === null)).toBe(true);
   });
 
   it('answers 404 for a queue or query that does not exist, and 400 for a range it does not know', async () => {

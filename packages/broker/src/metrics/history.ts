@@ -33,6 +33,8 @@ interface StreamDelta {
   late: number;
   errors: number;
   lastCycleAt: number | null;
+  /** The newest event-time watermark (`__wm__`, epoch ms) its cycles wrote; null when none did. */
+  watermark: number | null;
 }
 
 type QueueField = 'pushed' | 'popped' | 'acked' | 'failed' | 'dead';
@@ -55,8 +57,8 @@ const MAX_KEYS = 500_000;
  */
 export const CURRENT_MINUTE_MAX_KEYS = 2_000;
 
-const FLUSH_SQL = `select queen.history_flush_v1($1::timestamptz[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
-  $9::timestamptz[], $10::uuid[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::timestamptz[]) as sampled`;
+const FLUSH_SQL = `select queen.history_flush_v2($1::timestamptz[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
+  $9::timestamptz[], $10::uuid[], $11::bigint[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::timestamptz[], $18::bigint[]) as sampled`;
 
 const minuteOf = (ms: number) => ms - (ms % 60_000);
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -65,7 +67,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
  * The history's counts of this broker (migration 032): the routes that
  * push, pop, ack and commit stream cycles add to a map in memory, with no
  * statement of their own, and `flush` adds the map to the history's minute
- * and hour rows in one statement (queen.history_flush_v1), from a timer
+ * and hour rows in one statement (queen.history_flush_v2), from a timer
  * (historyService) and before a history route reads. Each broker adds only
  * what it counted, so several brokers on one database count each request
  * once. A failed flush keeps its counts for the next one.
@@ -131,6 +133,8 @@ export class HistoryCounts {
       d.emitted += result.push_counts?.queued ?? 0;
       d.late += body.late ?? 0;
       d.lastCycleAt = Date.now();
+      const wm = watermarkOf(body);
+      if (wm !== undefined && (d.watermark === null || wm > d.watermark)) d.watermark = wm;
     }
     for (const [queue, n] of sinkQueues) this.add(queue, '', 'pushed', n);
     if (body.ack && result.queueName && messagesIn > 0) this.addAck(result.queueName, body.consumer_group, body.ack.status, messagesIn);
@@ -152,7 +156,7 @@ export class HistoryCounts {
         this.dropped++;
         return undefined;
       }
-      d = { minute, queryId, cycles: 0, flushes: 0, messagesIn: 0, emitted: 0, late: 0, errors: 0, lastCycleAt: null };
+      d = { minute, queryId, cycles: 0, flushes: 0, messagesIn: 0, emitted: 0, late: 0, errors: 0, lastCycleAt: null, watermark: null };
       this.streams.set(key, d);
     }
     return d;
@@ -243,6 +247,7 @@ export class HistoryCounts {
         [...streams.values()].map((d) => d.late),
         [...streams.values()].map((d) => d.errors),
         [...streams.values()].map((d) => (d.lastCycleAt === null ? null : iso(d.lastCycleAt))),
+        [...streams.values()].map((d) => d.watermark),
       ]);
       this.sampledMinute = minute;
     } catch (err) {
@@ -264,9 +269,25 @@ export class HistoryCounts {
       else {
         for (const f of ['cycles', 'flushes', 'messagesIn', 'emitted', 'late', 'errors'] as const) now[f] += d[f];
         now.lastCycleAt = Math.max(now.lastCycleAt ?? 0, d.lastCycleAt ?? 0) || null;
+        if (d.watermark !== null && (now.watermark === null || d.watermark > now.watermark)) now.watermark = d.watermark;
       }
     }
   }
+}
+
+/**
+ * The event-time watermark a cycle writes: its `__wm__` upsert (the runner's
+ * row, written only when the watermark moves), epoch ms. Looked for from the
+ * end, where the runner puts it.
+ */
+function watermarkOf(body: CycleBody): number | undefined {
+  for (let i = body.state_ops.length - 1; i >= 0; i--) {
+    const op = body.state_ops[i]!;
+    if (op.key !== '__wm__') continue;
+    const ms = op.type === 'upsert' ? (op.value as { eventTimeMs?: unknown } | null)?.eventTimeMs : undefined;
+    return typeof ms === 'number' && Number.isFinite(ms) ? ms : undefined;
+  }
+  return undefined;
 }
 
 /** The deltas plus, per minute, their sum as the overview row (queue '', group ''). */

@@ -2,10 +2,10 @@ import type { HistoryRange } from '@queen-mq/protocol';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 
-/** One line of a chart: its label, its values (one per point) and its colour. */
+/** One line of a chart: its label, its values (one per point; null: no value, a gap) and its colour. */
 export interface Line {
   label: string;
-  values: number[];
+  values: (number | null)[];
   color: string;
 }
 

@@ -1,4 +1,4 @@
-import type { HistoryPoint, HistoryRange } from '@queen-mq/protocol';
+import type { HistoryPoint, HistoryRange, HistoryStream } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call } from './api.js';
 import { Chart, COLORS, perStep, RangePicker, type Line } from './charts.js';
@@ -97,12 +97,28 @@ export function QueueHistory({ name }: { name: string }) {
   );
 }
 
+/**
+ * Event time: per point, how many seconds the watermark is behind the
+ * point's end (now, for the current one). A point where no cycle moved it carries the one before
+ * forward; null before the first point that has one.
+ */
+function watermarkBehind(points: HistoryStream['points'], stepS: number): (number | null)[] {
+  let mark: number | null = null;
+  return points.map((p) => {
+    if (p.watermark !== null) mark = Math.max(mark ?? p.watermark, p.watermark);
+    const end = Math.min(Date.parse(p.t) + stepS * 1000, Date.now());
+    return mark === null ? null : Math.max(0, Math.round((end - mark) / 1000));
+  });
+}
+
 export function StreamHistory({ name }: { name: string }) {
   const [range, setRange] = useState<HistoryRange>('1h');
   const { data, error } = usePoll(() => call('historyStream', { params: { name }, query: { range } }), [name, range], REFRESH_MS);
   const times = data?.points.map((p) => p.t) ?? [];
   const last = data?.points.reduce<string | null>((m, p) => (p.last_cycle_at && (!m || p.last_cycle_at > m) ? p.last_cycle_at : m), null) ?? null;
   const pts = data?.points ?? [];
+  const marks = pts.map((p) => p.watermark).filter((w): w is number => w !== null);
+  const watermark = marks.length ? Math.max(...marks) : null;
   return (
     <Section title="History">
       <RangePicker range={range} onChange={setRange} />
@@ -113,6 +129,11 @@ export function StreamHistory({ name }: { name: string }) {
             Last commit: <b>{time(last)}</b>
             {last ? <span class="muted"> ({duration((Date.now() - Date.parse(last)) / 1000)} ago)</span> : <span class="muted"> (none in this range)</span>}
             {'. '}Idle flushes in this range: <b>{total(col(pts, 'flushes'))}</b>; late events: <b>{total(col(pts, 'late'))}</b>; errors: <b>{total(col(pts, 'errors'))}</b>.
+            {watermark !== null ? (
+              <>
+                {' '}Watermark: <b data-watermark={watermark}>{time(new Date(watermark).toISOString())}</b>.
+              </>
+            ) : null}
           </p>
           <Chart
             id="stream-flow"
@@ -135,6 +156,14 @@ export function StreamHistory({ name }: { name: string }) {
               { label: 'lag', values: col(pts, 'lag'), color: COLORS[6]! },
             ]}
           />
+          {watermark !== null ? (
+            <Chart
+              id="stream-watermark"
+              title="Event time: seconds the watermark is behind the clock"
+              times={times}
+              lines={[{ label: 'behind (s)', values: watermarkBehind(pts, data.step), color: COLORS[7]! }]}
+            />
+          ) : null}
         </>
       ) : null}
     </Section>

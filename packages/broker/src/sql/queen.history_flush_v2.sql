@@ -13,8 +13,12 @@
 -- A sample is a set, never an add: the minute's row gets the value, the
 -- hour's row the largest of its minutes.
 --
+-- A stream's watermark (migration 037) is the newest event-time watermark
+-- a committed cycle of the query wrote (its `__wm__`, epoch ms) in the
+-- bucket: the largest of what the brokers send, null where none was written.
+--
 -- Answers whether this call took the sample.
-create or replace function queen.history_flush_v1(
+create or replace function queen.history_flush_v2(
   p_bucket  timestamptz[],
   p_queue   text[],
   p_group   text[],
@@ -31,7 +35,8 @@ create or replace function queen.history_flush_v1(
   s_emitted bigint[],
   s_late    bigint[],
   s_errors  bigint[],
-  s_last    timestamptz[]
+  s_last    timestamptz[],
+  s_wm      bigint[]
 ) returns boolean
 language plpgsql as $$
 declare
@@ -52,17 +57,17 @@ begin
   end if;
 
   if cardinality(s_bucket) > 0 then
-    insert into queen.stream_history as h (query_id, step, bucket, cycles, flushes, messages_in, emitted, late, errors, last_cycle_at)
+    insert into queen.stream_history as h (query_id, step, bucket, cycles, flushes, messages_in, emitted, late, errors, last_cycle_at, watermark_ms)
     select d.query_id, s.step, case when s.step = 60 then d.bucket else date_trunc('hour', d.bucket) end,
-           sum(d.cycles), sum(d.flushes), sum(d.msgs), sum(d.emitted), sum(d.late), sum(d.errors), max(d.last_at)
-      from unnest(s_bucket, s_query, s_cycles, s_flushes, s_in, s_emitted, s_late, s_errors, s_last)
-             as d(bucket, query_id, cycles, flushes, msgs, emitted, late, errors, last_at)
+           sum(d.cycles), sum(d.flushes), sum(d.msgs), sum(d.emitted), sum(d.late), sum(d.errors), max(d.last_at), max(d.wm)
+      from unnest(s_bucket, s_query, s_cycles, s_flushes, s_in, s_emitted, s_late, s_errors, s_last, s_wm)
+             as d(bucket, query_id, cycles, flushes, msgs, emitted, late, errors, last_at, wm)
      cross join (values (60), (3600)) s(step)
      group by 1, 2, 3
     on conflict (query_id, step, bucket) do update
        set cycles = h.cycles + excluded.cycles, flushes = h.flushes + excluded.flushes, messages_in = h.messages_in + excluded.messages_in,
            emitted = h.emitted + excluded.emitted, late = h.late + excluded.late, errors = h.errors + excluded.errors,
-           last_cycle_at = greatest(h.last_cycle_at, excluded.last_cycle_at);
+           last_cycle_at = greatest(h.last_cycle_at, excluded.last_cycle_at), watermark_ms = greatest(h.watermark_ms, excluded.watermark_ms);
   end if;
 
   -- The cheap read first: most flushes find the minute sampled and take no row lock.
