@@ -139,7 +139,10 @@ describe('hot statements stay on their indexes after the database grew', () => {
     const after = await reltuples();
     expect(after).toBeGreaterThan(before);
     expect(2 * after + 2_000).toBeGreaterThanOrEqual(live + created);
-    // Nothing left to do until the tables double again.
-    expect(await new StatisticsKeeper(b.ctx.db, b.ctx.log).check()).toEqual([]);
+    // Nothing left to do for the partitions until they double again. (The
+    // tallies are filled by the listing totals' refresh after the pushes, so
+    // they may still grow past the broker's last check: that is for the next
+    // check to see.)
+    expect(await new StatisticsKeeper(b.ctx.db, b.ctx.log).check()).not.toContain('partitions');
   }, 120_000);
 });
