@@ -97,8 +97,7 @@ async function seedPush(items) {
 }
 const ackAll = (messages) =>
   call('POST', '/api/v1/ack/batch', { acknowledgments: messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, offset: m.offset })) });
-/** One pop (no waiting) and the ack of what it got: the messages it moved. */
-/** Pops once without waiting and acks what came; `popMs`, when given, gets the pop's own milliseconds. */
+/** Pops once without waiting and acks what came: the messages it moved; `popMs`, when given, gets the pop's own milliseconds. */
 async function popAck(path, popMs) {
   const t = performance.now();
   const r = await call('GET', `${path}${path.includes('?') ? '&' : '?'}wait=false`);

@@ -65,6 +65,17 @@ export function preview(value: unknown, max = 80): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+/** An event-time watermark (epoch ms; null: none yet): the time it has reached, and how far that is behind this browser's clock. */
+export function Watermark({ ms }: { ms: number | null }) {
+  if (ms === null) return <>—</>;
+  return (
+    <>
+      {time(new Date(ms).toISOString())}
+      <span class="muted"> ({duration(Math.max(0, Date.now() - ms) / 1000)} behind)</span>
+    </>
+  );
+}
+
 /** `95` → `1m 35s`; `0` → `0s`. */
 export function duration(seconds: number): string {
   let s = Math.max(0, Math.round(seconds));

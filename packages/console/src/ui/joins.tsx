@@ -1,10 +1,8 @@
 import { call } from './api.js';
-import { ErrorBox, Section, time, usePoll } from './components.js';
+import { ErrorBox, Section, time, usePoll, Watermark } from './components.js';
 
 /** A join's buffers change with every cycle, like open windows. */
 const JOINS_REFRESH_MS = 3000;
-
-const watermark = (ms: number | null) => (ms === null ? '—' : time(new Date(ms).toISOString()));
 
 /**
  * What a join holds while it waits for the other side: per partition name,
@@ -42,12 +40,16 @@ export function JoinBuffers({ name, partition }: { name: string; partition: stri
                   <td class="num" data-col="left-records">
                     {s.left.records}
                   </td>
-                  <td>{watermark(s.left.watermark)}</td>
+                  <td>
+                    <Watermark ms={s.left.watermark} />
+                  </td>
                   <td class="num">{s.right.keys}</td>
                   <td class="num" data-col="right-records">
                     {s.right.records}
                   </td>
-                  <td>{watermark(s.right.watermark)}</td>
+                  <td>
+                    <Watermark ms={s.right.watermark} />
+                  </td>
                   <td>{time(s.updated_at)}</td>
                 </tr>
               ))}
@@ -55,8 +57,8 @@ export function JoinBuffers({ name, partition }: { name: string; partition: stri
           </table>
           <p class="muted">
             {j.total > j.shards.length ? `${j.shards.length} of ${j.total} partitions. ` : ''}
-            A record waits here until a record of the other side pairs with it or that side's time passes its bound; then an inner join drops it
-            and a left join emits it alone.
+            A record waits here until the other side's time passes its bound (in processing time also the broker's clock, once both queues are
+            quiet); then an inner join drops it and a left join emits it alone if nothing paired with it.
           </p>
         </>
       ) : null}

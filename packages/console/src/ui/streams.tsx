@@ -1,7 +1,7 @@
 import type { AccessLevel, StreamCounters } from '@queen-mq/protocol';
 import { useState } from 'preact/hooks';
 import { call, can } from './api.js';
-import { confirmed, duration, ErrorBox, Json, preview, Section, time, usePoll } from './components.js';
+import { confirmed, duration, ErrorBox, Json, preview, Section, time, usePoll, Watermark } from './components.js';
 import { StreamHistory } from './history.js';
 import { JoinBuffers } from './joins.js';
 import { href, navigate } from './router.js';
@@ -10,16 +10,6 @@ import { href, navigate } from './router.js';
 const WINDOWS_REFRESH_MS = 3000;
 
 type Counter = StreamCounters['queries'][number];
-
-/** An event-time watermark: the time it has reached, and how far that is behind this browser's clock. */
-function Watermark({ ms }: { ms: number }) {
-  return (
-    <>
-      {time(new Date(ms).toISOString())}
-      <span class="muted"> ({duration(Math.max(0, Date.now() - ms) / 1000)} behind)</span>
-    </>
-  );
-}
 
 export function StreamsPage() {
   const { data, error } = usePoll(
@@ -158,7 +148,7 @@ export function StreamPage({ name, level }: { name: string; level: AccessLevel }
                   <td class="num">{p.state_rows}</td>
                   <td class="num">{p.open_windows}</td>
                   <td data-col="watermark" data-ms={p.watermark ?? ''}>
-                    {p.watermark === null ? '—' : <Watermark ms={p.watermark} />}
+                    <Watermark ms={p.watermark} />
                   </td>
                 </tr>
               ))}

@@ -88,7 +88,7 @@ async function joinAttempts(rt: RunnerContext, batch: PartitionBatch, opts: Cycl
       emits: fold.outputs.length,
       onCommitted: () => {
         rt.metrics.lateEventsTotal += fold.late;
-        noteJoinHeld(rt, shard, batch.partition, fold.stateOps);
+        noteJoinHeld(rt, shard, batch.partition, fold.expiresAt);
       },
     });
     return outcomeOf(result);

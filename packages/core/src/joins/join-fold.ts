@@ -74,6 +74,8 @@ export interface JoinFold {
    * counts; fold again with every row of the shard.
    */
   needsAllRows: boolean;
+  /** Broker time past which a record the fold leaves held may leave on the clock alone (the earliest due + grace); null: none held. */
+  expiresAt: number | null;
 }
 
 const other = (side: JoinSide): JoinSide => (side === 'left' ? 'right' : 'left');
@@ -135,7 +137,7 @@ export function joinStateKeys(opts: ResolvedJoinOptions, inputs: readonly JoinIn
 }
 
 /** A fold given only some rows that cannot finish on them: nothing of it counts. */
-const NEEDS_ALL_ROWS: JoinFold = Object.freeze({ stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true });
+const NEEDS_ALL_ROWS: JoinFold = Object.freeze({ stateOps: [], outputs: [], late: 0, held: { left: 0, right: 0 }, needsAllRows: true, expiresAt: null });
 
 /** Whether a record of `side` may leave once the other side's watermark is `mark`: the earliest `due` has passed. */
 function expiryDue(opts: ResolvedJoinOptions, due: number | null, mark: number | null): boolean {
@@ -256,5 +258,5 @@ function fold(opts: ResolvedJoinOptions, stored: ReadonlyMap<string, StateRow>, 
     else if (version > 0) stateOps.push({ type: 'delete', key, expected_version: version });
   }
   stateOps.push({ type: 'upsert', key: JOIN_CLOCK_KEY, value: clock, expected_version: clockRow?.version ?? 0 });
-  return { stateOps, outputs, late, held, needsAllRows: false };
+  return { stateOps, outputs, late, held, needsAllRows: false, expiresAt: joinExpiresAt(opts, clock) ?? null };
 }

@@ -93,7 +93,7 @@ async function flushShard(rt: RunnerContext, shard: string, held: HeldJoinShard,
     ],
     messages: 0,
     emits: fold.outputs.length,
-    onCommitted: () => noteJoinHeld(rt, shard, held.partition, fold.stateOps),
+    onCommitted: () => noteJoinHeld(rt, shard, held.partition, fold.expiresAt),
   });
   if (result === 'deferred') return 'deferred';
 }
