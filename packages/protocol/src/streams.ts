@@ -280,6 +280,9 @@ export const cycleResponse = z.object({
 });
 export type CycleResult = z.infer<typeof cycleResponse>;
 
+/** The state row where a runner keeps a partition's event-time watermark (`{eventTimeMs}`); the broker reads it for the console and the history. */
+export const WATERMARK_STATE_KEY = '__wm__';
+
 /**
  * Whether a state key (PROTOCOL §7.6) is the runner's bookkeeping rather than
  * state a person reads: the event-time watermark `__wm__`, a window
@@ -287,7 +290,7 @@ export type CycleResult = z.infer<typeof cycleResponse>;
  * Views of a query's state (the test kit, the CLI) show these on request only.
  */
 export function isBookkeepingStateKey(key: string): boolean {
-  return key === '__wm__' || key === '__join__' || key.endsWith('\u001f__closed__');
+  return key === WATERMARK_STATE_KEY || key === '__join__' || key.endsWith('\u001f__closed__');
 }
 
 // ---- state read ---------------------------------------------------------------

@@ -1,5 +1,5 @@
 import type { CycleBody, CycleResult } from '@queen-mq/protocol';
-import { QueenError } from '@queen-mq/protocol';
+import { QueenError, WATERMARK_STATE_KEY } from '@queen-mq/protocol';
 import type { Logger } from 'pino';
 import type { Database } from '../db/database.js';
 
@@ -283,7 +283,7 @@ export class HistoryCounts {
 function watermarkOf(body: CycleBody): number | undefined {
   for (let i = body.state_ops.length - 1; i >= 0; i--) {
     const op = body.state_ops[i]!;
-    if (op.key !== '__wm__') continue;
+    if (op.key !== WATERMARK_STATE_KEY) continue;
     const ms = op.type === 'upsert' ? (op.value as { eventTimeMs?: unknown } | null)?.eventTimeMs : undefined;
     return typeof ms === 'number' && Number.isFinite(ms) ? ms : undefined;
   }

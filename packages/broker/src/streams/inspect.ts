@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { consoleRoutes, QueenError } from '@queen-mq/protocol';
+import { consoleRoutes, QueenError, WATERMARK_STATE_KEY } from '@queen-mq/protocol';
 import type { BrokerContext } from '../context/context.js';
 import { registerRoute } from '../http/http.js';
 
@@ -45,11 +45,11 @@ export function streamInspectRoutes(app: FastifyInstance, ctx: BrokerContext): v
             order by m.msg_offset limit 1) h on true
          left join lateral (
            select count(*) as state_rows, count(*) filter (where ${IS_WINDOW}) as open_windows,
-                  max(case when s.key = '__wm__' and jsonb_typeof(s.value->'eventTimeMs') = 'number' then (s.value->>'eventTimeMs')::float8 end) as watermark
+                  max(case when s.key = $6 and jsonb_typeof(s.value->'eventTimeMs') = 'number' then (s.value->>'eventTimeMs')::float8 end) as watermark
              from queen_streams.state s where s.query_id = $1 and s.partition_id = p.id) st on true
         where p.queue_name = $3
         order by p.name limit $4 offset $5`,
-      [q.query_id, group, q.source_queue, query.limit, query.offset],
+      [q.query_id, group, q.source_queue, query.limit, query.offset, WATERMARK_STATE_KEY],
     );
     const { rows: count } = await ctx.db.query<{ n: number }>('select count(*)::int as n from queen.partitions where queue_name = $1', [q.source_queue]);
     return {

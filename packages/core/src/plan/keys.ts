@@ -4,7 +4,7 @@
  * and keys starting `__` are reserved for the runner (`__wm__`).
  */
 export const SEP = '\u001f';
-export const WATERMARK_KEY = '__wm__';
+export { WATERMARK_STATE_KEY as WATERMARK_KEY } from '@queen-mq/protocol';
 /** A join shard's bookkeeping row: each side's newest time and the partition's name. */
 export const JOIN_CLOCK_KEY = '__join__';
 /** Prefix of a join's buffered-record rows (`join␟left␟<key>`, `join␟right␟<key>`). */
